@@ -1,0 +1,1 @@
+"""odf-node node package."""

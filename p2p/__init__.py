@@ -1,0 +1,1 @@
+"""odf-node p2p package."""

@@ -1,0 +1,1 @@
+"""Content-addressed object store, refs with compare-and-swap, dataset layout, chain validation."""

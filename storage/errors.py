@@ -1,0 +1,109 @@
+"""Errors raised by the `storage` package.
+
+Tree::
+
+    OdfError (fbs.errors)
+    └── StorageError
+        ├── ObjectNotFound          no object under that hash
+        ├── HashMismatch            bytes do not hash to the expected multihash
+        ├── ObjectTooLarge          an object exceeds a named size limit
+        ├── RefError
+        │   ├── RefNotFound         the ref does not exist
+        │   ├── RefCASFailed        compare-and-swap lost: the ref was not the expected value
+        │   └── InvalidRef          ref file content is not a valid hash
+        ├── ChainError              a chain that breaks a metadata-chain rule
+        │   ├── InvalidAppend       an appended block is refused (names the rule)
+        │   └── CorruptChain        stored chain is inconsistent (verify/fsck)
+        ├── DatasetError
+        │   ├── DatasetNotFound     no dataset with that id/alias
+        │   ├── DatasetExists       alias or id already taken
+        │   └── InvalidAlias        not a valid dataset alias
+        ├── WorkspaceError
+        │   └── WorkspaceNotFound   no `.odf/` workspace here
+        └── KeyStoreError           missing/unsafe private key
+"""
+
+from __future__ import annotations
+
+from fbs.errors import OdfError
+
+
+class StorageError(OdfError):
+    """Base class of storage errors."""
+
+
+class ObjectNotFound(StorageError, KeyError):
+    """No object stored under the given hash."""
+
+    def __str__(self) -> str:  # KeyError quotes its message; we do not want that
+        return str(self.args[0]) if self.args else "object not found"
+
+
+class HashMismatch(StorageError, ValueError):
+    """Bytes whose hash differs from the expected one."""
+
+
+class ObjectTooLarge(StorageError, ValueError):
+    """An object larger than the configured limit."""
+
+
+class RefError(StorageError):
+    """Base class of ref errors."""
+
+
+class RefNotFound(RefError, KeyError):
+    """The ref does not exist."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else "ref not found"
+
+
+class RefCASFailed(RefError):
+    """Compare-and-swap failed: the ref did not hold the expected value."""
+
+
+class InvalidRef(RefError, ValueError):
+    """A ref file whose content is not a valid hash."""
+
+
+class ChainError(StorageError):
+    """A metadata chain that breaks a rule."""
+
+
+class InvalidAppend(ChainError, ValueError):
+    """A block refused by append validation; the message names the rule."""
+
+
+class CorruptChain(ChainError):
+    """A stored chain that is inconsistent (found by verify/fsck)."""
+
+
+class DatasetError(StorageError):
+    """Base class of dataset-level errors."""
+
+
+class DatasetNotFound(DatasetError, KeyError):
+    """No dataset with that id or alias."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else "dataset not found"
+
+
+class DatasetExists(DatasetError):
+    """A dataset with that id or alias already exists."""
+
+
+class InvalidAlias(DatasetError, ValueError):
+    """Not a valid dataset alias (hostname-like segments)."""
+
+
+class WorkspaceError(StorageError):
+    """Base class of workspace errors."""
+
+
+class WorkspaceNotFound(WorkspaceError):
+    """No `.odf/` workspace found."""
+
+
+class KeyStoreError(StorageError):
+    """A missing or unsafe private key."""
