@@ -12,7 +12,13 @@ Tree::
         │   └── InvalidHash       a string/bytes that is not an acceptable ODF hash
         ├── InvalidDid            bad did:odf / did:key
         ├── InvalidSignature      an ed25519 signature that does not verify
-        └── UnsupportedDataType   an Arrow type the logical hash cannot digest
+        ├── InvalidKey            malformed ed25519 key material or signing domain
+        ├── InvalidName           bad dataset / account name or alias
+        ├── InvalidTimestamp      an impossible / unparsable timestamp
+        ├── InvalidValue          a model value the schema cannot encode (type, range, missing field)
+        ├── UnsupportedDataType   an Arrow type the logical hash cannot digest
+        └── LogicalHashError      misuse of a logical-hash digest
+            └── DataSchemaMismatch    a batch/array that does not match the hashed schema
 """
 
 from __future__ import annotations
@@ -60,3 +66,27 @@ class InvalidSignature(FbsError, ValueError):
 
 class UnsupportedDataType(FbsError, TypeError):
     """An Arrow data type that the logical hash (arrow-digest V0) cannot digest."""
+
+
+class InvalidTimestamp(FbsError, ValueError):
+    """An impossible or unparsable timestamp (calendar fields, RFC 3339 text)."""
+
+
+class InvalidValue(FbsError, ValueError):
+    """A model value that cannot be encoded (wrong type, out-of-range scalar, missing field)."""
+
+
+class InvalidKey(FbsError, ValueError):
+    """Malformed ed25519 key material (wrong size or type) or signing parameters."""
+
+
+class InvalidName(FbsError, ValueError):
+    """A dataset name, account name or alias that violates the naming rules."""
+
+
+class LogicalHashError(FbsError):
+    """Misuse of a logical-hash digest (e.g. updating it after `finalize`)."""
+
+
+class DataSchemaMismatch(LogicalHashError, ValueError):
+    """A record batch or array whose columns do not match the schema being hashed."""

@@ -1,10 +1,15 @@
 """Multihash / multibase / multicodec for ODF identifiers.
 
 ODF names every object by a multihash rendered in multibase base16 (``f1620...``).
-The `multiformats` package is the reference for code tables and parsing, but it is
-slow (~2k encodes/s) because of runtime type validation, so the hot sha3-256 path
-(hashing, hex rendering and parsing of ``f1620`` strings) is implemented here and
-cross-checked against the library in the tests.
+The `multiformats` package is the reference for code tables and non-hex multibases,
+but it is slow (~2k encodes/s) because of runtime type validation, so the hot path
+(sha3-256 hashing, base16 rendering and parsing) is implemented here and
+cross-checked against the library in the tests. Non-hex multibases (``z`` base58btc,
+``u`` base64url) go through the library; they only appear in hand-written input.
+
+Parsing is strict: every accepted text is the *canonical* encoding of its bytes
+(single-case hex, no whitespace, no padding, no stray bits), so one value never has
+two accepted spellings in the same base.
 """
 
 from __future__ import annotations
@@ -29,14 +34,38 @@ DIGEST_SIZES: Final[dict[int, int]] = {SHA2_256: 32, SHA3_256: 32, ARROW0_SHA3_2
 
 #: Longest multibase string accepted by parsers (defence against huge inputs).
 MAX_MULTIBASE_LEN: Final = 256
+#: Longest binary multihash accepted by `Multihash.from_bytes` (code and length
+#: varints are at most 9 bytes each, digests at most 32 bytes).
+MAX_MULTIHASH_BYTES: Final = 64
+#: Varints are capped at 9 bytes (63 bits) by the multiformats spec.
+MAX_VARINT_BYTES: Final = 9
 
-_HEX_RE: Final = re.compile(r"[0-9a-fA-F]*")
+#: Multibase name -> prefix character, for the encodings ODF readers accept.
+MULTIBASE_PREFIXES: Final[dict[str, str]] = {
+    "base16": "f",
+    "base16upper": "F",
+    "base58btc": "z",
+    "base64url": "u",
+}
+_PREFIX_BASES: Final[dict[str, str]] = {p: name for name, p in MULTIBASE_PREFIXES.items()}
+
+# Explicit ASCII ranges: `str.isdigit`/`int()` would accept other scripts' digits and
+# `bytes.fromhex` skips whitespace, so neither may be used to validate hex text.
+_HEX_LOWER_RE: Final = re.compile(r"(?:[0-9a-f]{2})*")
+_HEX_UPPER_RE: Final = re.compile(r"(?:[0-9A-F]{2})*")
+
+_SHA3_PREFIX: Final = b"\x16\x20"
+_ARROW0_PREFIX: Final = b"\x96\x80\xc0\x01\x20"
 
 
 def encode_varint(value: int) -> bytes:
-    """Unsigned LEB128 varint as used by multiformats."""
-    if value < 0:
-        raise InvalidMultiformat(f"varint must be non-negative, got {value}")
+    """Encode an unsigned LEB128 varint as used by multiformats.
+
+    Raises:
+        InvalidMultiformat: if ``value`` is not a non-negative int below 2**63.
+    """
+    if type(value) is not int or value < 0 or value >= 1 << (7 * MAX_VARINT_BYTES):
+        raise InvalidMultiformat(f"varint must be an int in [0, 2**63), got {value!r}")
     out = bytearray()
     while True:
         b = value & 0x7F
@@ -52,10 +81,13 @@ def decode_varint(data: bytes, pos: int = 0) -> tuple[int, int]:
     """Decode an unsigned varint at ``pos``; returns (value, next_pos).
 
     Multiformats caps varints at 9 bytes and forbids non-minimal encodings.
+
+    Raises:
+        InvalidMultiformat: truncated, overlong or non-minimal varint.
     """
     value = 0
     shift = 0
-    for i in range(9):
+    for i in range(MAX_VARINT_BYTES):
         if pos + i >= len(data):
             raise InvalidMultiformat("truncated varint")
         b = data[pos + i]
@@ -68,22 +100,92 @@ def decode_varint(data: bytes, pos: int = 0) -> tuple[int, int]:
     raise InvalidMultiformat("varint longer than 9 bytes")
 
 
+def encode_multibase(data: bytes, base: str = "base16") -> str:
+    """Render ``data`` as a multibase string.
+
+    Args:
+        data: the bytes to encode.
+        base: one of `MULTIBASE_PREFIXES` (``base16`` is the ODF canonical form).
+
+    Raises:
+        InvalidMultiformat: for an unsupported base name.
+    """
+    if base == "base16":
+        return "f" + data.hex()
+    if base == "base16upper":
+        return "F" + data.hex().upper()
+    if base not in MULTIBASE_PREFIXES:
+        raise InvalidMultiformat(f"unsupported multibase {base!r}")
+    from multiformats import multibase
+
+    return str(multibase.encode(bytes(data), base))
+
+
+def decode_multibase(text: str, *, max_len: int = MAX_MULTIBASE_LEN) -> bytes:
+    """Decode a multibase string in one of the accepted bases (``f``, ``F``, ``z``, ``u``).
+
+    Only canonical spellings are accepted: re-encoding the result in the same base
+    gives back ``text`` exactly.
+
+    Raises:
+        InvalidMultiformat: non-string, empty, longer than ``max_len``, unsupported
+            base, or malformed body.
+    """
+    if not isinstance(text, str):
+        raise InvalidMultiformat(f"multibase text must be a str, got {type(text).__name__}")
+    if not text or len(text) > max_len:
+        raise InvalidMultiformat(f"multibase text empty or longer than {max_len} characters")
+    prefix, body = text[0], text[1:]
+    if prefix == "f":
+        if not _HEX_LOWER_RE.fullmatch(body):
+            raise InvalidMultiformat(f"invalid lowercase base16 text: {text!r}")
+        return bytes.fromhex(body)
+    if prefix == "F":
+        if not _HEX_UPPER_RE.fullmatch(body):
+            raise InvalidMultiformat(f"invalid uppercase base16 text: {text!r}")
+        return bytes.fromhex(body)
+    base = _PREFIX_BASES.get(prefix)
+    if base is None or not body.isascii():
+        raise InvalidMultiformat(f"unsupported multibase or non-ASCII text: {text!r}")
+    raw = _library_decode(text)
+    # The library tolerates padding and stray bits; insist on the canonical form.
+    if encode_multibase(raw, base) != text:
+        raise InvalidMultiformat(f"non-canonical {base} text: {text!r}")
+    return raw
+
+
+def _library_decode(text: str) -> bytes:
+    """Decode via the `multiformats` package, mapping its assorted errors to ours."""
+    from multiformats import multibase
+
+    try:
+        return bytes(multibase.decode(text))
+    except Exception as e:  # the library raises assorted exception types
+        raise InvalidMultiformat(f"invalid multibase text {text!r}: {e}") from None
+
+
 @dataclass(frozen=True, slots=True, order=True)
 class Multihash:
     """A multihash: hash-function code plus digest.
 
     Only codes in `DIGEST_SIZES` with their exact digest size are constructible,
     so a `Multihash` value is always something ODF can address by.
+
+    Raises:
+        InvalidHash: on construction with an unsupported code or a wrong digest.
     """
 
     code: int
     digest: bytes
 
     def __post_init__(self) -> None:
-        size = DIGEST_SIZES.get(self.code)
+        # `type(...) is int` also refuses bool and float (22.0 == 0x16 as a dict key).
+        size = DIGEST_SIZES.get(self.code) if type(self.code) is int else None
         if size is None:
-            raise InvalidHash(f"unsupported multihash code 0x{self.code:x}")
-        if not isinstance(self.digest, bytes) or len(self.digest) != size:
+            raise InvalidHash(f"unsupported multihash code {self.code!r}")
+        if not isinstance(self.digest, bytes):
+            raise InvalidHash(f"digest must be bytes, got {type(self.digest).__name__}")
+        if len(self.digest) != size:
             raise InvalidHash(
                 f"multihash 0x{self.code:x} needs a {size}-byte digest, got {len(self.digest)}"
             )
@@ -96,14 +198,28 @@ class Multihash:
         return cls(SHA3_256, hashlib.sha3_256(data).digest())
 
     @classmethod
-    def from_bytes(cls, data: bytes) -> Multihash:
-        """Parse the binary form ``varint(code) varint(len) digest``."""
+    def from_bytes(cls, data: bytes | bytearray | memoryview) -> Multihash:
+        """Parse the binary form ``varint(code) varint(len) digest``.
+
+        Raises:
+            InvalidHash: for anything that is not a supported, well-formed multihash.
+        """
+        if not isinstance(data, bytes | bytearray | memoryview):
+            raise InvalidHash(f"binary multihash must be bytes, got {type(data).__name__}")
+        # Check the size before copying: a memoryview may be arbitrarily large.
+        if len(data) > MAX_MULTIHASH_BYTES:
+            raise InvalidHash(f"binary multihash longer than {MAX_MULTIHASH_BYTES} bytes")
         data = bytes(data)
-        # Fast path: the overwhelmingly common sha3-256 prefix.
-        if len(data) == 34 and data[0] == 0x16 and data[1] == 0x20:
+        # Fast paths: the two codes ODF writes.
+        if len(data) == 34 and data[:2] == _SHA3_PREFIX:
             return cls(SHA3_256, data[2:])
-        code, pos = decode_varint(data)
-        length, pos = decode_varint(data, pos)
+        if len(data) == 37 and data[:5] == _ARROW0_PREFIX:
+            return cls(ARROW0_SHA3_256, data[5:])
+        try:
+            code, pos = decode_varint(data)
+            length, pos = decode_varint(data, pos)
+        except InvalidMultiformat as e:
+            raise InvalidHash(f"invalid binary multihash: {e}") from None
         if code not in DIGEST_SIZES:
             raise InvalidHash(f"unsupported multihash code 0x{code:x}")
         if length != DIGEST_SIZES[code] or len(data) - pos != length:
@@ -117,39 +233,29 @@ class Multihash:
         Raises:
             InvalidHash: for anything that is not a supported, well-formed multihash.
         """
-        if not isinstance(text, str):
-            raise InvalidHash(f"hash must be a string, got {type(text).__name__}")
-        if not text or len(text) > MAX_MULTIBASE_LEN:
-            raise InvalidHash("hash string empty or too long")
-        base = text[0]
-        body = text[1:]
-        if base in "fF":
-            if len(body) % 2 or not _HEX_RE.fullmatch(body):
-                raise InvalidHash(f"invalid base16 hash: {text!r}")
-            # Multibase base16 is single-case: 'f' lowercase, 'F' uppercase.
-            if (base == "f" and body != body.lower()) or (base == "F" and body != body.upper()):
-                raise InvalidHash(f"mixed-case base16 hash: {text!r}")
-            raw = bytes.fromhex(body)
-        elif base in "zu":
-            raw = _decode_with_library(text)
-        else:
-            raise InvalidHash(f"unsupported multibase prefix {base!r} in {text!r}")
         try:
-            return cls.from_bytes(raw)
+            raw = decode_multibase(text)
         except InvalidMultiformat as e:
-            raise InvalidHash(f"invalid multihash {text!r}: {e}") from None
+            raise InvalidHash(str(e)) from None
+        return cls.from_bytes(raw)
 
     # -- renderings ---------------------------------------------------------------
 
     def to_bytes(self) -> bytes:
         """Binary multihash as stored inside flatbuffers."""
         if self.code == SHA3_256:
-            return b"\x16\x20" + self.digest
+            return _SHA3_PREFIX + self.digest
+        if self.code == ARROW0_SHA3_256:
+            return _ARROW0_PREFIX + self.digest
         return encode_varint(self.code) + encode_varint(len(self.digest)) + self.digest
 
-    def to_multibase(self) -> str:
-        """Multibase base16 lowercase: the canonical ODF text form (``f1620...``)."""
-        return "f" + self.to_bytes().hex()
+    def to_multibase(self, base: str = "base16") -> str:
+        """Multibase text; the default base16 lowercase is the canonical ODF form (``f1620...``).
+
+        Raises:
+            InvalidMultiformat: for an unsupported base name.
+        """
+        return encode_multibase(self.to_bytes(), base)
 
     def short(self) -> str:
         """Last 8 characters of the multibase form, for display."""
@@ -162,18 +268,18 @@ class Multihash:
         return f"Multihash({self.to_multibase()!r})"
 
 
-def _decode_with_library(text: str) -> bytes:
-    """Decode non-hex multibase via the `multiformats` package (cold path)."""
-    try:
-        from multiformats import multibase
-    except ImportError as e:  # pragma: no cover - it is a hard dependency
-        raise InvalidHash("multiformats package is not installed") from e
-    try:
-        return bytes(multibase.decode(text))
-    except Exception as e:  # the library raises assorted exception types
-        raise InvalidHash(f"invalid multibase string {text!r}: {e}") from None
+def parse_hash(text: str, *, code: int | None = None) -> Multihash:
+    """Parse a textual ODF hash (block, physical or logical), e.g. from a CLI argument or a URL.
 
+    Args:
+        text: multibase text of a binary multihash.
+        code: if given, the multihash code the caller requires (e.g. `SHA3_256` for
+            block hashes).
 
-def parse_hash(text: str) -> Multihash:
-    """Parse a textual ODF hash (block or physical), e.g. from a CLI argument or a URL."""
-    return Multihash.from_multibase(text)
+    Raises:
+        InvalidHash: malformed text, unsupported code, or a code other than ``code``.
+    """
+    mh = Multihash.from_multibase(text)
+    if code is not None and mh.code != code:
+        raise InvalidHash(f"expected multihash code 0x{code:x}, got 0x{mh.code:x}")
+    return mh

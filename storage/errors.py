@@ -6,11 +6,15 @@ Tree::
     └── StorageError
         ├── ObjectNotFound          no object under that hash
         ├── HashMismatch            bytes do not hash to the expected multihash
+        │   └── CorruptObject       a stored object whose bytes no longer match its name
         ├── ObjectTooLarge          an object exceeds a named size limit
+        ├── UnsafePath              a store entry that is a symlink / not a regular file
         ├── RefError
         │   ├── RefNotFound         the ref does not exist
         │   ├── RefCASFailed        compare-and-swap lost: the ref was not the expected value
-        │   └── InvalidRef          ref file content is not a valid hash
+        │   ├── InvalidRef          ref file content is not a valid hash
+        │   ├── InvalidRefName      a ref name outside the allowed pattern
+        │   └── RefLockTimeout      the ref lock could not be taken in time
         ├── ChainError              a chain that breaks a metadata-chain rule
         │   ├── InvalidAppend       an appended block is refused (names the rule)
         │   └── CorruptChain        stored chain is inconsistent (verify/fsck)
@@ -107,3 +111,19 @@ class WorkspaceNotFound(WorkspaceError):
 
 class KeyStoreError(StorageError):
     """A missing or unsafe private key."""
+
+
+class CorruptObject(HashMismatch):
+    """A stored object whose bytes do not hash to the name it is stored under."""
+
+
+class UnsafePath(StorageError):
+    """A store entry that is a symlink or not a regular file; it is never followed."""
+
+
+class InvalidRefName(RefError, ValueError):
+    """A ref name outside the allowed pattern (``head`` or ``[a-z0-9-]+``)."""
+
+
+class RefLockTimeout(RefError):
+    """The lock guarding a ref could not be acquired within the timeout."""

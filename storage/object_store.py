@@ -1,0 +1,491 @@
+"""Content-addressed object stores: `DiskObjectStore` and its in-memory twin.
+
+An object's name is the SHA3-256 multihash of its bytes, rendered canonically
+(``f1620`` + 64 lowercase hex digits, `Multihash.to_multibase`). Stores only ever
+derive file names from parsed `Multihash` values, never from caller strings, so a
+hostile name cannot reach the filesystem: it fails to parse first (`InvalidHash`).
+
+Both implementations satisfy the `ObjectStore` protocol and pass the same contract
+tests (``tests/storage/test_object_store.py``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import os
+import stat
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import BinaryIO, Final, Protocol, runtime_checkable
+
+from fbs.errors import InvalidHash
+from fbs.multiformats import SHA3_256, Multihash
+from storage.errors import CorruptObject, HashMismatch, ObjectNotFound, ObjectTooLarge, UnsafePath
+from storage.faults import DEFAULT_OPS, FsOps
+from storage.fsutil import (
+    DEFAULT_STALE_PENDING_AGE_S,
+    OBJECT_MODE,
+    PendingFile,
+    atomic_write_bytes,
+    cleanup_pending,
+    ensure_dir,
+    open_for_read,
+    read_bytes_limited,
+)
+
+#: Default cap on one object (data files can be large; blocks use a smaller cap).
+DEFAULT_MAX_OBJECT_SIZE: Final = 64 * 2**30
+#: Cap on one metadata block object (``blocks/``).
+MAX_BLOCK_SIZE: Final = 16 * 2**20
+#: Read/write granularity when streaming files in and out.
+COPY_CHUNK_SIZE: Final = 2**20
+
+
+class Readable(Protocol):
+    """Anything with a binary ``read(n)``: files, sockets wrapped as files, BytesIO."""
+
+    def read(self, n: int, /) -> bytes:
+        """Read up to ``n`` bytes; ``b""`` at the end."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class ObjectInfo:
+    """Size and modification time of a stored object."""
+
+    hash: Multihash
+    size: int
+    mtime: float
+
+
+@runtime_checkable
+class ObjectStore(Protocol):
+    """A store of immutable byte strings named by their SHA3-256 multihash."""
+
+    @property
+    def max_object_size(self) -> int:
+        """Largest object this store accepts, in bytes."""
+        ...
+
+    def put(self, expected: Multihash, data: bytes | bytearray | memoryview) -> None:
+        """Store ``data`` under ``expected`` (idempotent; refreshes the mtime if present).
+
+        Raises:
+            InvalidHash: if ``expected`` is not a SHA3-256 `Multihash`.
+            ObjectTooLarge: if ``data`` exceeds `max_object_size`.
+            HashMismatch: if ``data`` does not hash to ``expected``.
+        """
+        ...
+
+    def put_file(self, expected: Multihash, src: Path | Readable) -> None:
+        """Stream a file or reader into the store, hashing while copying.
+
+        Nothing is left behind on failure.
+
+        Raises:
+            InvalidHash: if ``expected`` is not a SHA3-256 `Multihash`.
+            ObjectTooLarge: if the content exceeds `max_object_size`.
+            HashMismatch: if the content does not hash to ``expected``.
+        """
+        ...
+
+    def get(self, h: Multihash) -> bytes:
+        """The object's bytes, verified against ``h``.
+
+        Raises:
+            ObjectNotFound: if absent.
+            CorruptObject: if the stored bytes do not hash to ``h``.
+        """
+        ...
+
+    def open(self, h: Multihash) -> BinaryIO:
+        """A binary reader over the object (not verified: hash while reading if needed).
+
+        Raises:
+            ObjectNotFound: if absent.
+        """
+        ...
+
+    def has(self, h: Multihash) -> bool:
+        """Whether an object is stored under ``h``."""
+        ...
+
+    def __contains__(self, h: object) -> bool: ...
+
+    def size(self, h: Multihash) -> int:
+        """Size of the object in bytes.
+
+        Raises:
+            ObjectNotFound: if absent.
+        """
+        ...
+
+    def info(self, h: Multihash) -> ObjectInfo:
+        """Size and mtime of the object.
+
+        Raises:
+            ObjectNotFound: if absent.
+        """
+        ...
+
+    def check(self, h: Multihash) -> None:
+        """Re-hash the stored object.
+
+        Raises:
+            ObjectNotFound: if absent.
+            CorruptObject: if its bytes do not hash to ``h``.
+        """
+        ...
+
+    def iter_hashes(self) -> Iterator[Multihash]:
+        """Hashes of all stored objects (no particular order)."""
+        ...
+
+    def __iter__(self) -> Iterator[Multihash]: ...
+
+    def delete(self, h: Multihash) -> None:
+        """Remove the object.
+
+        Raises:
+            ObjectNotFound: if absent.
+        """
+        ...
+
+
+def require_object_hash(h: object) -> Multihash:
+    """Check that ``h`` is a `Multihash` a store can address (SHA3-256).
+
+    Raises:
+        InvalidHash: for strings, other types and other hash functions.
+    """
+    if not isinstance(h, Multihash):
+        raise InvalidHash(f"object stores take a Multihash, got {type(h).__name__}")
+    if h.code != SHA3_256:
+        raise InvalidHash(f"objects are addressed by sha3-256, not code 0x{h.code:x}")
+    return h
+
+
+def parse_object_name(name: str) -> Multihash | None:
+    """The hash named by a store file name, or ``None`` unless it is canonical SHA3-256."""
+    if not name.startswith("f1620"):
+        return None
+    try:
+        h = Multihash.from_multibase(name)
+    except InvalidHash:
+        return None
+    if h.code != SHA3_256 or h.to_multibase() != name:
+        return None
+    return h
+
+
+def _check_size(size: int, limit: int) -> None:
+    if size > limit:
+        raise ObjectTooLarge(f"object of {size} bytes exceeds the limit of {limit} bytes")
+
+
+def _check_digest(expected: Multihash, digest: bytes) -> None:
+    if digest != expected.digest:
+        actual = Multihash(SHA3_256, digest)
+        raise HashMismatch(f"content hashes to {actual}, expected {expected}")
+
+
+def _copy_hashing(src: Readable, sink: Callable[[bytes], object], limit: int) -> bytes:
+    """Copy ``src`` into ``sink`` in chunks; returns the SHA3-256 digest.
+
+    Raises:
+        ObjectTooLarge: as soon as more than ``limit`` bytes were read.
+    """
+    hasher = hashlib.sha3_256()
+    total = 0
+    while chunk := src.read(COPY_CHUNK_SIZE):
+        total += len(chunk)
+        _check_size(total, limit)
+        hasher.update(chunk)
+        sink(chunk)
+    return hasher.digest()
+
+
+def _put_from(put_stream: Callable[[Readable], None], src: Path | Readable) -> None:
+    if isinstance(src, (str, os.PathLike)):
+        with open(src, "rb") as f:
+            put_stream(f)
+    else:
+        put_stream(src)
+
+
+class DiskObjectStore:
+    """Objects as files ``<root>/<multibase hash>`` (the kamu ``blocks/``/``data/`` layout).
+
+    Args:
+        root: the directory holding the objects (created on the first put).
+        max_object_size: the size cap for this store.
+        ops: the file-operations seam (tests inject `storage.faults.CrashAt`).
+    """
+
+    def __init__(
+        self,
+        root: Path,
+        *,
+        max_object_size: int = DEFAULT_MAX_OBJECT_SIZE,
+        ops: FsOps = DEFAULT_OPS,
+    ) -> None:
+        self.root = Path(root)
+        self._max_object_size = max_object_size
+        self._ops = ops
+
+    def __repr__(self) -> str:
+        return f"DiskObjectStore({str(self.root)!r})"
+
+    @property
+    def max_object_size(self) -> int:
+        return self._max_object_size
+
+    def path_of(self, h: Multihash) -> Path:
+        """The file path of ``h`` (whether or not it exists).
+
+        Raises:
+            InvalidHash: if ``h`` is not a SHA3-256 `Multihash`.
+        """
+        name = require_object_hash(h).to_multibase()
+        # Defence in depth: the canonical rendering is [0-9a-f] only, so it can
+        # never contain a separator or "..".
+        if parse_object_name(name) is None:  # pragma: no cover - impossible by construction
+            raise InvalidHash(f"non-canonical object name {name!r}")
+        return self.root / name
+
+    # -- writes ---------------------------------------------------------------------
+
+    def put(self, expected: Multihash, data: bytes | bytearray | memoryview) -> None:
+        require_object_hash(expected)
+        _check_size(len(data), self._max_object_size)
+        _check_digest(expected, hashlib.sha3_256(data).digest())
+        path = self.path_of(expected)
+        if self._refresh_existing(path, len(data)):
+            return
+        ensure_dir(self.root, ops=self._ops)
+        atomic_write_bytes(path, bytes(data), mode=OBJECT_MODE, ops=self._ops)
+
+    def put_file(self, expected: Multihash, src: Path | Readable) -> None:
+        require_object_hash(expected)
+        _put_from(lambda stream: self._put_stream(expected, stream), src)
+
+    def _put_stream(self, expected: Multihash, src: Readable) -> None:
+        ensure_dir(self.root, ops=self._ops)
+        # Always copy into a pending file, even when the object exists: the source
+        # can be read only once, and verifying it is part of the contract.
+        with PendingFile(self.root, mode=OBJECT_MODE, ops=self._ops) as pending:
+            digest = _copy_hashing(src, pending.write, self._max_object_size)
+            _check_digest(expected, digest)
+            path = self.path_of(expected)
+            if self._refresh_existing(path, pending.size):
+                return  # the pending copy is removed on exit
+            pending.commit(path)
+
+    def _refresh_existing(self, path: Path, size: int) -> bool:
+        """If a sound copy of the object is present, refresh its mtime and return True.
+
+        The mtime refresh protects the object from a concurrent GC whose grace
+        period is measured from the mtime: without it, a writer that found the
+        object present could see it pruned before it references it.
+        """
+        try:
+            st = os.lstat(path)
+        except FileNotFoundError:
+            return False
+        if not stat.S_ISREG(st.st_mode) or st.st_size != size:
+            # A symlink, or a copy truncated by a crash: let the atomic replace heal it.
+            return False
+        try:
+            self._ops.touch(path)
+        except FileNotFoundError:
+            return False  # pruned between lstat and touch: write it again
+        return True
+
+    def delete(self, h: Multihash) -> None:
+        # No directory fsync: a delete undone by a power failure is harmless (the
+        # object is immutable and a later GC removes it again).
+        try:
+            self._ops.unlink(self.path_of(h))
+        except FileNotFoundError:
+            raise ObjectNotFound(f"no object {h}") from None
+
+    def cleanup_pending(
+        self,
+        *,
+        older_than_s: float = DEFAULT_STALE_PENDING_AGE_S,
+        now: float | None = None,
+        dry_run: bool = False,
+    ) -> tuple[Path, ...]:
+        """Remove temp files abandoned by crashed writers (see `fsutil.cleanup_pending`)."""
+        return cleanup_pending(
+            self.root, older_than_s=older_than_s, now=now, dry_run=dry_run, ops=self._ops
+        )
+
+    # -- reads ----------------------------------------------------------------------
+
+    def get(self, h: Multihash) -> bytes:
+        path = self.path_of(h)
+        try:
+            data = read_bytes_limited(path, self._max_object_size)
+        except FileNotFoundError:
+            raise ObjectNotFound(f"no object {h}") from None
+        if data is None:
+            raise CorruptObject(f"object {h} is larger than the store limit")
+        if hashlib.sha3_256(data).digest() != h.digest:
+            raise CorruptObject(f"stored object {h} does not match its hash")
+        return data
+
+    def open(self, h: Multihash) -> BinaryIO:
+        try:
+            return open_for_read(self.path_of(h))
+        except FileNotFoundError:
+            raise ObjectNotFound(f"no object {h}") from None
+
+    def check(self, h: Multihash) -> None:
+        with self.open(h) as f:
+            try:
+                digest = _copy_hashing(f, lambda _chunk: None, self._max_object_size)
+            except ObjectTooLarge:
+                raise CorruptObject(f"object {h} is larger than the store limit") from None
+        if digest != h.digest:
+            raise CorruptObject(f"stored object {h} does not match its hash")
+
+    def _stat(self, h: Multihash) -> os.stat_result:
+        path = self.path_of(h)
+        try:
+            st = os.lstat(path)
+        except FileNotFoundError:
+            raise ObjectNotFound(f"no object {h}") from None
+        if not stat.S_ISREG(st.st_mode):
+            raise UnsafePath(f"{path} is not a regular file")
+        return st
+
+    def has(self, h: Multihash) -> bool:
+        try:
+            self._stat(h)
+        except (ObjectNotFound, UnsafePath):
+            return False
+        return True
+
+    def __contains__(self, h: object) -> bool:
+        return isinstance(h, Multihash) and h.code == SHA3_256 and self.has(h)
+
+    def size(self, h: Multihash) -> int:
+        return self._stat(h).st_size
+
+    def info(self, h: Multihash) -> ObjectInfo:
+        st = self._stat(h)
+        return ObjectInfo(h, st.st_size, st.st_mtime)
+
+    def iter_hashes(self) -> Iterator[Multihash]:
+        try:
+            entries = list(os.scandir(self.root))
+        except FileNotFoundError:
+            return
+        for entry in entries:
+            # Pending files, lock files and foreign names are never objects.
+            h = parse_object_name(entry.name)
+            if h is not None and entry.is_file(follow_symlinks=False):
+                yield h
+
+    def __iter__(self) -> Iterator[Multihash]:
+        return self.iter_hashes()
+
+
+@dataclass(frozen=True, slots=True)
+class _MemoryEntry:
+    data: bytes
+    mtime: float
+
+
+class MemoryObjectStore:
+    """The in-memory twin of `DiskObjectStore` (same contract, no I/O).
+
+    Args:
+        max_object_size: the size cap for this store.
+        clock: source of mtimes (tests inject a fake clock for GC).
+    """
+
+    def __init__(
+        self,
+        *,
+        max_object_size: int = DEFAULT_MAX_OBJECT_SIZE,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._max_object_size = max_object_size
+        self._clock = clock
+        self._objects: dict[Multihash, _MemoryEntry] = {}
+        self._lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"MemoryObjectStore({len(self._objects)} objects)"
+
+    @property
+    def max_object_size(self) -> int:
+        return self._max_object_size
+
+    def put(self, expected: Multihash, data: bytes | bytearray | memoryview) -> None:
+        require_object_hash(expected)
+        _check_size(len(data), self._max_object_size)
+        _check_digest(expected, hashlib.sha3_256(data).digest())
+        with self._lock:
+            self._objects[expected] = _MemoryEntry(bytes(data), self._clock())
+
+    def put_file(self, expected: Multihash, src: Path | Readable) -> None:
+        require_object_hash(expected)
+
+        def put_stream(stream: Readable) -> None:
+            buf = io.BytesIO()
+            _check_digest(expected, _copy_hashing(stream, buf.write, self._max_object_size))
+            with self._lock:
+                self._objects[expected] = _MemoryEntry(buf.getvalue(), self._clock())
+
+        _put_from(put_stream, src)
+
+    def _entry(self, h: Multihash) -> _MemoryEntry:
+        require_object_hash(h)
+        try:
+            return self._objects[h]
+        except KeyError:
+            raise ObjectNotFound(f"no object {h}") from None
+
+    def get(self, h: Multihash) -> bytes:
+        data = self._entry(h).data
+        if hashlib.sha3_256(data).digest() != h.digest:  # pragma: no cover - only via tampering
+            raise CorruptObject(f"stored object {h} does not match its hash")
+        return data
+
+    def open(self, h: Multihash) -> BinaryIO:
+        return io.BytesIO(self._entry(h).data)
+
+    def check(self, h: Multihash) -> None:
+        self.get(h)
+
+    def has(self, h: Multihash) -> bool:
+        return require_object_hash(h) in self._objects
+
+    def __contains__(self, h: object) -> bool:
+        return isinstance(h, Multihash) and h in self._objects
+
+    def size(self, h: Multihash) -> int:
+        return len(self._entry(h).data)
+
+    def info(self, h: Multihash) -> ObjectInfo:
+        entry = self._entry(h)
+        return ObjectInfo(h, len(entry.data), entry.mtime)
+
+    def iter_hashes(self) -> Iterator[Multihash]:
+        with self._lock:
+            return iter(list(self._objects))
+
+    def __iter__(self) -> Iterator[Multihash]:
+        return self.iter_hashes()
+
+    def delete(self, h: Multihash) -> None:
+        with self._lock:
+            if self._objects.pop(require_object_hash(h), None) is None:
+                raise ObjectNotFound(f"no object {h}")
