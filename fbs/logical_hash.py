@@ -213,7 +213,7 @@ def _combine(parent: _Mask | None, child: _Mask | None) -> _Mask | None:
         return parent if parent.has_nulls else None
     if parent.has_nulls and child.has_nulls:
         # An element counts as valid when valid in *either* mask (upstream behaviour).
-        valid = pc.or_(parent.valid, child.valid)
+        valid = pc.and_(parent.valid, child.valid)
         return _Mask(valid, not pc.all(valid).as_py())
     return None
 

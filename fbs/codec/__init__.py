@@ -22,7 +22,7 @@ from typing import Final, TypeVar
 
 from fbs.codec.decoder import decode_root
 from fbs.codec.encoder import SUPPORTED_VERSIONS, TableEncoder, timestamp_alignment
-from fbs.errors import MalformedBlock, UnsupportedVersion
+from fbs.errors import FbsError, InvalidValue, MalformedBlock, UnsupportedVersion
 from fbs.limits import DEFAULT_LIMITS, DecodeLimits
 from fbs.model.events import Manifest, MetadataBlock
 from fbs.model.schema import schema_of
@@ -86,9 +86,8 @@ def encode_block(block: MetadataBlock, version: int = DEFAULT_BLOCK_VERSION) -> 
     Raises:
         InvalidValue: if the block does not fit the schema or the version is unsupported.
     """
-    if not isinstance(block, MetadataBlock):
-        from fbs.errors import InvalidValue
-
+    value: object = block  # callers may pass anything at runtime
+    if not isinstance(value, MetadataBlock):
         raise InvalidValue(f"expected a MetadataBlock, got {type(block).__name__}")
     inner = TableEncoder(version).finish(block)
     return encode_manifest(MANIFEST_KIND_BLOCK, version, inner)
@@ -99,7 +98,9 @@ def block_hash(data: bytes | bytearray | memoryview) -> Multihash:
     return Multihash.sha3_256(data)
 
 
-def decode_table(cls: type[_T], data: bytes, limits: DecodeLimits = DEFAULT_LIMITS) -> _T:
+def decode_table(
+    cls: type[_T], data: bytes | bytearray | memoryview, limits: DecodeLimits = DEFAULT_LIMITS
+) -> _T:
     """Decode a standalone flatbuffer whose root table is ``cls``.
 
     Raises:
@@ -109,7 +110,9 @@ def decode_table(cls: type[_T], data: bytes, limits: DecodeLimits = DEFAULT_LIMI
     return value
 
 
-def decode_manifest(data: bytes, limits: DecodeLimits = DEFAULT_LIMITS) -> Manifest:
+def decode_manifest(
+    data: bytes | bytearray | memoryview, limits: DecodeLimits = DEFAULT_LIMITS
+) -> Manifest:
     """Decode the Manifest envelope only (no check of kind/version, content not parsed).
 
     Raises:
@@ -119,7 +122,7 @@ def decode_manifest(data: bytes, limits: DecodeLimits = DEFAULT_LIMITS) -> Manif
 
 
 def decode_block_versioned(
-    data: bytes, limits: DecodeLimits = DEFAULT_LIMITS
+    data: bytes | bytearray | memoryview, limits: DecodeLimits = DEFAULT_LIMITS
 ) -> tuple[MetadataBlock, int]:
     """Decode stored block bytes; returns the block and the manifest version (2 or 3).
 
@@ -135,7 +138,9 @@ def decode_block_versioned(
     return decode_table(MetadataBlock, manifest.content, limits), manifest.version
 
 
-def decode_block(data: bytes, limits: DecodeLimits = DEFAULT_LIMITS) -> MetadataBlock:
+def decode_block(
+    data: bytes | bytearray | memoryview, limits: DecodeLimits = DEFAULT_LIMITS
+) -> MetadataBlock:
     """Decode stored block bytes (manifest versions 2 and 3).
 
     Raises:
@@ -145,7 +150,9 @@ def decode_block(data: bytes, limits: DecodeLimits = DEFAULT_LIMITS) -> Metadata
     return decode_block_versioned(data, limits)[0]
 
 
-def is_canonical(data: bytes, limits: DecodeLimits = DEFAULT_LIMITS) -> bool:
+def is_canonical(
+    data: bytes | bytearray | memoryview, limits: DecodeLimits = DEFAULT_LIMITS
+) -> bool:
     """True if ``data`` is exactly what `encode_block` produces for its decoded block.
 
     kamu v0.264 re-serializes blocks it receives and checks the hash, so a
@@ -157,5 +164,5 @@ def is_canonical(data: bytes, limits: DecodeLimits = DEFAULT_LIMITS) -> bool:
     block, version = decode_block_versioned(data, limits)
     try:
         return encode_block(block, version) == bytes(data)
-    except Exception as e:  # a decoded value always re-encodes; keep the contract typed
+    except FbsError as e:  # a decoded value always re-encodes; keep the contract typed
         raise MalformedBlock(f"decoded block does not re-encode: {e}") from None

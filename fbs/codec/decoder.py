@@ -230,7 +230,9 @@ class _Reader:
         return self.union_member(vp, code, u, depth)
 
 
-def decode_root(data: bytes, desc: TableDesc, limits: DecodeLimits = DEFAULT_LIMITS) -> Any:
+def decode_root(
+    data: bytes | bytearray | memoryview, desc: TableDesc, limits: DecodeLimits = DEFAULT_LIMITS
+) -> Any:
     """Decode a finished flatbuffer whose root table is described by ``desc``.
 
     Raises:

@@ -1,0 +1,398 @@
+"""The ``odf`` command line.
+
+Every command maps typed errors to exit codes (see `node.errors`) and prints a one-line
+message on stderr; heavy modules (pyarrow, the codec) are imported inside commands so
+that ``odf --help`` and simple commands start fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from fbs.errors import (
+    FbsError,
+    InvalidDid,
+    InvalidMultiformat,
+    MalformedBlock,
+    ManifestError,
+    OdfError,
+)
+from node.errors import UsageError, VerificationFailed
+from node.output import OUTPUT_FORMATS, render
+from storage.errors import (
+    ChainError,
+    DatasetExists,
+    DatasetNotFound,
+    HashMismatch,
+    InvalidAlias,
+    ObjectNotFound,
+    RefCASFailed,
+    RefNotFound,
+    WorkspaceNotFound,
+)
+
+EXIT_OK = 0
+EXIT_INTERNAL = 1
+EXIT_USAGE = 2
+EXIT_NOT_FOUND = 3
+EXIT_INVALID = 4
+EXIT_VERIFY_FAILED = 5
+EXIT_CONFLICT = 6
+
+#: Environment variable naming the workspace directory (default: search upwards from cwd).
+WORKSPACE_ENV = "ODF_WORKSPACE"
+
+
+def exit_code_for(error: BaseException) -> int:
+    """The process exit code for an error raised by a command."""
+    if isinstance(error, VerificationFailed):
+        return EXIT_VERIFY_FAILED
+    if isinstance(error, UsageError | InvalidAlias):
+        return EXIT_USAGE
+    if isinstance(
+        error,
+        DatasetNotFound | ObjectNotFound | RefNotFound | WorkspaceNotFound | FileNotFoundError,
+    ):
+        return EXIT_NOT_FOUND
+    if isinstance(error, RefCASFailed | DatasetExists):
+        return EXIT_CONFLICT
+    if isinstance(
+        error,
+        MalformedBlock
+        | ManifestError
+        | InvalidMultiformat
+        | InvalidDid
+        | ChainError
+        | HashMismatch
+        | FbsError,
+    ):
+        return EXIT_INVALID
+    return EXIT_INTERNAL
+
+
+def _err(msg: str) -> None:
+    sys.stderr.write(f"odf: error: {msg}\n")
+
+
+# -- workspace helpers ----------------------------------------------------------------
+
+
+def _workspace_dir(args: argparse.Namespace) -> Path | None:
+    value = args.workspace or os.environ.get(WORKSPACE_ENV)
+    return Path(value) if value else None
+
+
+def _open_workspace(args: argparse.Namespace) -> Any:
+    from storage.workspace import Workspace
+
+    start = _workspace_dir(args)
+    return Workspace.open(start if start is not None else Path.cwd())
+
+
+# -- commands ---------------------------------------------------------------------------
+
+
+def cmd_init(args: argparse.Namespace) -> int:
+    from storage.workspace import Workspace
+
+    root = _workspace_dir(args) or Path.cwd()
+    ws = Workspace.init(root, exist_ok=args.exist_ok)
+    print(f"Initialized an empty workspace in {ws.odf_dir}")
+    return EXIT_OK
+
+
+def cmd_add(args: argparse.Namespace) -> int:
+    from fbs.manifest import load_snapshot_yaml
+
+    ws = _open_workspace(args)
+    snapshots = []
+    for path in args.manifest:
+        text = _read_input(path)
+        try:
+            snapshots.append(load_snapshot_yaml(text))
+        except ManifestError as e:
+            raise ManifestError(f"{path}: {e}") from None
+    for snap in snapshots:
+        ds = ws.add_snapshot(snap)
+        print(f"Added {snap.name} ({ds.dataset_id}) head {ds.head()}")
+    return EXIT_OK
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    ws = _open_workspace(args)
+    rows = []
+    for entry in ws.list():
+        ds = ws.get(entry.dataset_id)
+        info = ds.summary()
+        rows.append(
+            {
+                "alias": entry.alias,
+                "id": str(entry.dataset_id),
+                "kind": info.kind,
+                "head": str(info.head),
+                "blocks": info.num_blocks,
+                "records": info.num_records,
+            }
+        )
+    if args.output_format == "table":
+        render(rows, "table", columns=["alias", "kind", "blocks", "records", "head"])
+    else:
+        render(rows, args.output_format)
+    return EXIT_OK
+
+
+def cmd_log(args: argparse.Namespace) -> int:
+    from fbs.manifest import block_to_plain, event_summary
+
+    ws = _open_workspace(args)
+    ds = ws.resolve(args.dataset)
+    entries = []
+    for n, (h, block) in enumerate(ds.iter_blocks()):
+        if args.limit is not None and n >= args.limit:
+            break
+        entries.append((h, block))
+    if args.output_format == "table":
+        rows = [
+            {
+                "seq": b.sequence_number,
+                "system_time": b.system_time.to_rfc3339(),
+                "event": type(b.event).__name__,
+                "summary": event_summary(b.event),
+                "hash": str(h) if args.full_hashes else h.short(),
+            }
+            for h, b in entries
+        ]
+        render(rows, "table", columns=["seq", "system_time", "event", "summary", "hash"])
+    else:
+        data = [{"blockHash": str(h), "block": block_to_plain(b)} for h, b in entries]
+        render(data, args.output_format)
+    return EXIT_OK
+
+
+def cmd_delete(args: argparse.Namespace) -> int:
+    ws = _open_workspace(args)
+    ds = ws.resolve(args.dataset)
+    if not args.yes and sys.stdin.isatty():
+        answer = input(f"Delete dataset {args.dataset} ({ds.dataset_id})? [y/N] ")
+        if answer.strip().lower() not in ("y", "yes"):
+            print("Aborted")
+            return EXIT_USAGE
+    ws.delete(args.dataset)
+    print(f"Deleted {args.dataset}")
+    return EXIT_OK
+
+
+def cmd_verify(args: argparse.Namespace) -> int:
+    from storage.verify import verify_integrity
+
+    if not args.integrity:
+        # Full replay verification arrives with the engine; say so rather than pretend.
+        sys.stderr.write(
+            "odf: note: transform replay needs the engine; running --integrity checks only\n"
+        )
+    ws = _open_workspace(args)
+    refs = [ws.resolve(r) for r in args.dataset] if args.dataset else ws.all_datasets()
+    failed = []
+    results = []
+    for ds in refs:
+        report = verify_integrity(ds)
+        results.append(report.to_plain())
+        if not report.ok:
+            failed.append(report)
+    if args.output_format == "table":
+        for r in results:
+            status = "OK" if r["ok"] else "FAILED"
+            print(f"{r['dataset']}: {status} ({r['blocks']} blocks, {r['objects']} objects)")
+            for problem in r["problems"]:
+                print(f"  - {problem}")
+    else:
+        render(results, args.output_format)
+    if failed:
+        raise VerificationFailed(f"{len(failed)} dataset(s) failed verification", failed)
+    return EXIT_OK
+
+
+def cmd_gc(args: argparse.Namespace) -> int:
+    ws = _open_workspace(args)
+    report = ws.gc(dry_run=args.dry_run)
+    verb = "Would delete" if args.dry_run else "Deleted"
+    print(f"{verb} {report.deleted_count} unreferenced object(s), {report.deleted_bytes} bytes")
+    return EXIT_OK
+
+
+def cmd_block_encode(args: argparse.Namespace) -> int:
+    from fbs.codec import block_hash, encode_block
+    from fbs.manifest import load_block_yaml
+
+    text = _read_input(args.manifest)
+    block, yaml_version = load_block_yaml(text)
+    version = args.block_version or yaml_version or 2
+    data = encode_block(block, version=version)
+    if args.output:
+        from storage.fsutil import write_file_durably
+
+        write_file_durably(Path(args.output), data)
+    elif not sys.stdout.isatty():
+        # Binary to a pipe only when asked: the hash goes to stderr so the pipe stays clean.
+        sys.stdout.buffer.write(data)
+        sys.stdout.flush()
+        sys.stderr.write(str(block_hash(data)) + "\n")
+        return EXIT_OK
+    print(block_hash(data))
+    return EXIT_OK
+
+
+def cmd_block_decode(args: argparse.Namespace) -> int:
+    from fbs.codec import block_hash, decode_block_versioned
+    from fbs.manifest import dump_block_json, dump_block_yaml
+
+    data = sys.stdin.buffer.read() if args.file == "-" else Path(args.file).read_bytes()
+    block, version = decode_block_versioned(data)
+    if args.output_format == "json":
+        sys.stdout.write(dump_block_json(block, version=version) + "\n")
+    else:
+        sys.stdout.write(dump_block_yaml(block, version=version))
+    sys.stderr.write(f"# hash: {block_hash(data)}\n")
+    return EXIT_OK
+
+
+def cmd_hash_logical(args: argparse.Namespace) -> int:
+    from storage.hashing import logical_hash_parquet
+
+    print(logical_hash_parquet(Path(args.file)))
+    return EXIT_OK
+
+
+def cmd_hash_physical(args: argparse.Namespace) -> int:
+    from storage.hashing import physical_hash_file
+
+    h, _size = physical_hash_file(Path(args.file))
+    print(h)
+    return EXIT_OK
+
+
+def _read_input(path: str) -> str:
+    if path == "-":
+        return sys.stdin.read()
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except UnicodeDecodeError as e:
+        raise ManifestError(f"{path}: not UTF-8 text: {e}") from None
+
+
+# -- parser -----------------------------------------------------------------------------
+
+
+def _add_format(p: argparse.ArgumentParser, choices: Sequence[str], default: str) -> None:
+    p.add_argument(
+        "--output-format", choices=list(choices), default=default,
+        help=f"output format (default: {default})",
+    )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argparse tree of the ``odf`` command."""
+    parser = argparse.ArgumentParser(
+        prog="odf", description="odf-node: an Open Data Fabric repository node"
+    )
+    parser.add_argument(
+        "--workspace", "-w", metavar="DIR",
+        help=f"workspace directory (default: ${WORKSPACE_ENV} or search upwards from cwd)",
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def cmd(name: str, fn: Callable[[argparse.Namespace], int], help: str) -> argparse.ArgumentParser:
+        p = sub.add_parser(name, help=help, description=help)
+        p.set_defaults(func=fn)
+        return p
+
+    p = cmd("init", cmd_init, "create a workspace (.odf/) in the current directory")
+    p.add_argument("--exist-ok", action="store_true", help="do nothing if it already exists")
+
+    p = cmd("add", cmd_add, "add datasets from DatasetSnapshot manifests")
+    p.add_argument("manifest", nargs="+", help="manifest files (YAML), or - for stdin")
+
+    p = cmd("list", cmd_list, "list datasets in the workspace")
+    _add_format(p, OUTPUT_FORMATS, "table")
+
+    p = cmd("log", cmd_log, "show a dataset's metadata chain, newest first")
+    p.add_argument("dataset", help="dataset alias or DID")
+    p.add_argument("-n", "--limit", type=int, default=None, help="show at most N blocks")
+    p.add_argument("--full-hashes", action="store_true", help="print full block hashes")
+    _add_format(p, OUTPUT_FORMATS, "table")
+
+    p = cmd("delete", cmd_delete, "delete a dataset from the workspace")
+    p.add_argument("dataset", help="dataset alias or DID")
+    p.add_argument("-y", "--yes", action="store_true", help="do not ask for confirmation")
+
+    p = cmd("verify", cmd_verify, "verify datasets (integrity: hashes and chain rules)")
+    p.add_argument("dataset", nargs="*", help="dataset aliases or DIDs (default: all)")
+    p.add_argument("--integrity", action="store_true", help="check hashes and chain rules only")
+    _add_format(p, OUTPUT_FORMATS, "table")
+
+    p = cmd("gc", cmd_gc, "delete objects no dataset references")
+    p.add_argument("--dry-run", action="store_true", help="only report what would be deleted")
+
+    block = sub.add_parser("block", help="encode/decode single metadata blocks")
+    bsub = block.add_subparsers(dest="block_command", required=True, metavar="COMMAND")
+    p = bsub.add_parser("encode", help="encode a MetadataBlock YAML manifest to binary")
+    p.set_defaults(func=cmd_block_encode)
+    p.add_argument("manifest", help="MetadataBlock manifest (YAML), or - for stdin")
+    p.add_argument("--block-version", type=int, choices=[2, 3], default=None,
+                   help="binary layout version (default: the manifest's, else 2)")
+    p.add_argument("-o", "--output", metavar="FILE", help="write the block to FILE")
+    p = bsub.add_parser("decode", help="decode a binary block to YAML/JSON")
+    p.set_defaults(func=cmd_block_decode)
+    p.add_argument("file", help="binary block file, or - for stdin")
+    p.add_argument("--output-format", choices=["yaml", "json"], default="yaml")
+
+    hsub = sub.add_parser("hash", help="compute data hashes").add_subparsers(
+        dest="hash_command", required=True, metavar="COMMAND"
+    )
+    p = hsub.add_parser("logical", help="logical hash of a Parquet file (f9680c00120...)")
+    p.set_defaults(func=cmd_hash_logical)
+    p.add_argument("file")
+    p = hsub.add_parser("physical", help="physical hash of any file (f1620...)")
+    p.set_defaults(func=cmd_hash_physical)
+    p.add_argument("file")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``odf`` console script; returns the exit code."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        code: int = args.func(args)
+        return code
+    except OdfError as e:
+        _err(str(e))
+        return exit_code_for(e)
+    except FileNotFoundError as e:
+        _err(f"{e.filename}: no such file")
+        return EXIT_NOT_FOUND
+    except IsADirectoryError as e:
+        _err(f"{e.filename}: is a directory")
+        return EXIT_USAGE
+    except PermissionError as e:
+        _err(f"{e.filename}: permission denied")
+        return EXIT_INTERNAL
+    except BrokenPipeError:
+        return EXIT_OK
+    except KeyboardInterrupt:
+        _err("interrupted")
+        return 130
+
+
+def run() -> None:
+    """Console-script wrapper: exits with `main`'s code."""
+    sys.exit(main())
+
+
+if __name__ == "__main__":
+    run()
