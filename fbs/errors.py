@@ -8,6 +8,8 @@ Tree::
         │   └── BlockLimitExceeded    a named decode limit was hit (size, depth, count)
         ├── UnsupportedVersion    manifest version other than 2 or 3, or wrong kind
         ├── ManifestError         YAML/JSON manifest that does not describe a valid value
+        │   ├── ManifestFieldError      a bad value at a path (``content.metadata[2].read``)
+        │   └── ManifestLimitExceeded   a named manifest limit was hit (size, depth, nodes)
         ├── InvalidMultiformat    bad multihash / multibase / multicodec text or bytes
         │   └── InvalidHash       a string/bytes that is not an acceptable ODF hash
         ├── InvalidDid            bad did:odf / did:key
@@ -90,3 +92,22 @@ class LogicalHashError(FbsError):
 
 class DataSchemaMismatch(LogicalHashError, ValueError):
     """A record batch or array whose columns do not match the schema being hashed."""
+
+
+class ManifestFieldError(ManifestError):
+    """A manifest value that is wrong at a specific place.
+
+    Attributes:
+        path: dotted/indexed location, e.g. ``content.metadata[2].read.schema``
+            (empty for the document root).
+        reason: what is wrong there.
+    """
+
+    def __init__(self, path: str, reason: str) -> None:
+        super().__init__(f"{path}: {reason}" if path else reason)
+        self.path = path
+        self.reason = reason
+
+
+class ManifestLimitExceeded(ManifestError):
+    """A manifest exceeded a named limit (document size, nesting depth, node count)."""

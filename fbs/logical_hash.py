@@ -213,7 +213,7 @@ def _combine(parent: _Mask | None, child: _Mask | None) -> _Mask | None:
         return parent if parent.has_nulls else None
     if parent.has_nulls and child.has_nulls:
         # An element counts as valid when valid in *either* mask (upstream behaviour).
-        valid = pc.and_(parent.valid, child.valid)
+        valid = pc.or_(parent.valid, child.valid)
         return _Mask(valid, not pc.all(valid).as_py())
     return None
 
@@ -357,7 +357,7 @@ def _binary_body(array: pa.Array, kind: str) -> pa.Array:
 
 def _bool_codes(array: pa.Array, mask: pa.BooleanArray | None) -> pa.Array:
     """uint8 array: 1 = false, 2 = true, 0 = null (null-free, offset 0)."""
-    bits = _without_validity(array, pa.bool_())
+    bits = array
     codes = pc.add(bits.cast(pa.uint8()), pa.scalar(1, pa.uint8()))
     if mask is not None:
         codes = pc.if_else(mask, codes, pa.scalar(0, pa.uint8()))

@@ -17,11 +17,13 @@ Tree::
         │   └── RefLockTimeout      the ref lock could not be taken in time
         ├── ChainError              a chain that breaks a metadata-chain rule
         │   ├── InvalidAppend       an appended block is refused (names the rule)
+        │   │   └── ChainRuleViolation  ... with the rule number/topic as attributes
         │   └── CorruptChain        stored chain is inconsistent (verify/fsck)
         ├── DatasetError
         │   ├── DatasetNotFound     no dataset with that id/alias
         │   ├── DatasetExists       alias or id already taken
-        │   └── InvalidAlias        not a valid dataset alias
+        │   ├── InvalidAlias        not a valid dataset alias
+        │   └── InvalidCommit       commit arguments inconsistent with the event
         ├── WorkspaceError
         │   └── WorkspaceNotFound   no `.odf/` workspace here
         └── KeyStoreError           missing/unsafe private key
@@ -127,3 +129,21 @@ class InvalidRefName(RefError, ValueError):
 
 class RefLockTimeout(RefError):
     """The lock guarding a ref could not be acquired within the timeout."""
+
+
+class ChainRuleViolation(InvalidAppend):
+    """An append refused by a numbered validation rule (``rule N: topic: detail``).
+
+    Attributes:
+        rule: the rule number (odf-format.md section 6.3; 13 = disable events).
+        topic: short name of the rule (``"offsets"``, ``"watermark"`` ...).
+    """
+
+    def __init__(self, rule: int, topic: str, detail: str) -> None:
+        super().__init__(f"rule {rule}: {topic}: {detail}")
+        self.rule = rule
+        self.topic = topic
+
+
+class InvalidCommit(DatasetError, ValueError):
+    """Commit arguments that do not match the event (stray data file, wrong size ...)."""

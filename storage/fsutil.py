@@ -156,6 +156,10 @@ def atomic_write_bytes(
         pending.commit(path)
 
 
+#: Same as `atomic_write_bytes` (the name `node.cli` uses for ``--output`` files).
+write_file_durably = atomic_write_bytes
+
+
 def ensure_dir(path: Path, *, ops: FsOps = DEFAULT_OPS) -> None:
     """Create ``path`` and missing parents durably (each new entry's parent is fsynced).
 

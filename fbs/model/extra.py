@@ -13,6 +13,25 @@ from fbs.model import schema as s
 __all__ = ["ExtraAttributes", "canonical_json"]
 
 
+#: Deepest JSON nesting accepted in extra attributes.
+MAX_JSON_DEPTH = 64
+
+
+def _check_json(value: Any, depth: int) -> None:
+    if depth > MAX_JSON_DEPTH:
+        raise InvalidValue(f"JSON nested deeper than {MAX_JSON_DEPTH}")
+    if isinstance(value, Mapping):
+        for k, v in value.items():
+            if not isinstance(k, str):
+                raise InvalidValue(f"JSON object keys must be strings, got {k!r}")
+            _check_json(v, depth + 1)
+    elif isinstance(value, list | tuple):
+        for v in value:
+            _check_json(v, depth + 1)
+    elif value is not None and not isinstance(value, str | int | float):
+        raise InvalidValue(f"not a JSON value: {type(value).__name__}")
+
+
 def canonical_json(value: Any) -> str:
     """Compact JSON with object keys sorted at every level, as kamu (serde_json) writes it.
 
@@ -20,6 +39,7 @@ def canonical_json(value: Any) -> str:
         InvalidValue: if ``value`` is not JSON-serializable (non-string keys, NaN, cycles,
             too deep).
     """
+    _check_json(value, 0)
     try:
         return json.dumps(
             value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False

@@ -253,7 +253,8 @@ def _int_range(bits: int, signed: bool) -> st.SearchStrategy[int]:
 
 def _decimal_values(precision: int, scale: int) -> st.SearchStrategy[decimal.Decimal]:
     limit = 10**precision - 1
-    return st.integers(-limit, limit).map(lambda v: decimal.Decimal(v).scaleb(-scale))
+    exact = decimal.Context(prec=100)  # the default 28 digits would round wide decimals
+    return st.integers(-limit, limit).map(lambda v: decimal.Decimal(v).scaleb(-scale, exact))
 
 
 LEAF_TYPES: list[tuple[pa.DataType, st.SearchStrategy[Any]]] = [

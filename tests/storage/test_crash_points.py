@@ -155,8 +155,9 @@ def test_put_existing_crash_points(tmp_path: Path, power_loss: bool) -> None:
 # -- refs ---------------------------------------------------------------------------------
 
 
-def _check_ref(root: Path, allowed: set[Multihash | None], completed_value: Multihash | None,
-               completed: bool) -> None:
+def _check_ref(
+    root: Path, allowed: set[Multihash | None], completed_value: Multihash | None, completed: bool
+) -> None:
     refs = DiskRefStore(root / "refs", lock_timeout_s=0.0)  # a leaked lock would time out
     value = refs.get_or_none(HEAD)  # raises InvalidRef on garbage
     assert value in allowed

@@ -182,3 +182,11 @@ def test_read_bytes_limited(tmp_path: Path) -> None:
     path.write_bytes(b"12345")
     assert read_bytes_limited(path, 5) == b"12345"
     assert read_bytes_limited(path, 4) is None
+
+
+def test_write_file_durably_alias(tmp_path: Path) -> None:
+    from storage.fsutil import write_file_durably
+
+    write_file_durably(tmp_path / "out.bin", b"\x00block")
+    assert (tmp_path / "out.bin").read_bytes() == b"\x00block"
+    assert os.listdir(tmp_path) == ["out.bin"]
