@@ -17,7 +17,7 @@ Tree::
         ├── InvalidKey            malformed ed25519 key material or signing domain
         ├── InvalidName           bad dataset / account name or alias
         ├── InvalidTimestamp      an impossible / unparsable timestamp
-        ├── InvalidValue          a model value the schema cannot encode (type, range, missing field)
+        ├── InvalidValue          a model value the schema cannot encode (type, range, absent)
         ├── UnsupportedDataType   an Arrow type the logical hash cannot digest
         └── LogicalHashError      misuse of a logical-hash digest
             └── DataSchemaMismatch    a batch/array that does not match the hashed schema

@@ -238,8 +238,7 @@ def _kind(t: pa.DataType) -> str:
         types.is_integer(t)
         or types.is_floating(t)
         or types.is_decimal(t)
-        or types.is_temporal(t)
-        and not (types.is_duration(t) or types.is_interval(t))
+        or (types.is_temporal(t) and not (types.is_duration(t) or types.is_interval(t)))
     ):
         return "fixed"
     if types.is_binary(t) or types.is_string(t):
@@ -357,7 +356,7 @@ def _binary_body(array: pa.Array, kind: str) -> pa.Array:
 
 def _bool_codes(array: pa.Array, mask: pa.BooleanArray | None) -> pa.Array:
     """uint8 array: 1 = false, 2 = true, 0 = null (null-free, offset 0)."""
-    bits = array
+    bits = _without_validity(array, pa.bool_())
     codes = pc.add(bits.cast(pa.uint8()), pa.scalar(1, pa.uint8()))
     if mask is not None:
         codes = pc.if_else(mask, codes, pa.scalar(0, pa.uint8()))
@@ -431,9 +430,7 @@ def _payload_bytes(array: pa.Array, kind: str) -> int:
     return 0
 
 
-def _stream_chunks(
-    array: pa.Array, mask: _Mask | None, chunk_rows: int
-) -> Iterator[Any]:
+def _stream_chunks(array: pa.Array, mask: _Mask | None, chunk_rows: int) -> Iterator[Any]:
     """Yield the hash stream of ``array`` in bounded chunks, in order."""
     array = _storage_array(array)
     kind = _kind(array.type)
@@ -672,9 +669,7 @@ class RecordDigest:
         return bytes(self._hasher.digest())
 
 
-def logical_hash(
-    schema: pa.Schema, batches: Iterable[pa.RecordBatch] | pa.Table
-) -> Multihash:
+def logical_hash(schema: pa.Schema, batches: Iterable[pa.RecordBatch] | pa.Table) -> Multihash:
     """ODF logical hash (``arrow0-sha3-256``, text ``f9680c00120...``) of record batches.
 
     Args:

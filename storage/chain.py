@@ -89,7 +89,6 @@ from fbs.model import (
     SetVocab,
     SourceState,
     Transform,
-    TransformSql,
 )
 from fbs.multiformats import Multihash
 from fbs.timestamp import Timestamp
@@ -475,8 +474,7 @@ def _apply_execute_transform(
 
 
 def _check_transform_normalized(rule: int, topic: str, transform: Transform) -> None:
-    if not isinstance(transform, TransformSql):  # pragma: no cover - the only variant
-        return
+    # TransformSql is the only Transform variant of v0.38.
     if transform.query is not None:
         raise _fail(rule, topic, "transform is not normalized: 'query' must move to 'queries'")
     steps = transform.queries or ()

@@ -112,19 +112,18 @@ def ref_combine(p: list[bool] | None, o: list[bool] | None) -> list[bool] | None
 def _offsets(arr: pa.Array, large: bool) -> list[int]:
     fmt, width = ("<q", 8) if large else ("<i", 4)
     raw = arr.buffers()[1].to_pybytes()
-    return [
-        struct.unpack_from(fmt, raw, (arr.offset + i) * width)[0] for i in range(len(arr) + 1)
-    ]
+    return [struct.unpack_from(fmt, raw, (arr.offset + i) * width)[0] for i in range(len(arr) + 1)]
 
 
 def _view_value(arr: pa.Array, i: int) -> bytes:
     bufs = arr.buffers()
-    view = bufs[1].to_pybytes()[(arr.offset + i) * 16 : (arr.offset + i + 1) * 16]
+    view: bytes = bufs[1].to_pybytes()[(arr.offset + i) * 16 : (arr.offset + i + 1) * 16]
     length = struct.unpack_from("<i", view, 0)[0]
     if length <= 12:
         return view[4 : 4 + length]
     buf_index, off = struct.unpack_from("<ii", view, 8)
-    return bufs[2 + buf_index].to_pybytes()[off : off + length]
+    data: bytes = bufs[2 + buf_index].to_pybytes()
+    return data[off : off + length]
 
 
 def ref_update(h: Any, arr: pa.Array, parent: list[bool] | None) -> None:
@@ -170,7 +169,9 @@ def ref_update(h: Any, arr: pa.Array, parent: list[bool] | None) -> None:
         data = arr.buffers()[1].to_pybytes()
         for i in range(n):
             if valid(i):
-                h.update(struct.pack("<Q", w) + data[(arr.offset + i) * w : (arr.offset + i + 1) * w])
+                h.update(
+                    struct.pack("<Q", w) + data[(arr.offset + i) * w : (arr.offset + i + 1) * w]
+                )
             else:
                 h.update(b"\x00")
         return
@@ -298,7 +299,8 @@ LEAF_TYPES: list[tuple[pa.DataType, st.SearchStrategy[Any]]] = [
 def typed_values(draw: st.DrawFn, depth: int = 0) -> tuple[pa.DataType, st.SearchStrategy[Any]]:
     choice = draw(st.integers(0, 3 if depth < 2 else 0))
     if choice <= 1:
-        return draw(st.sampled_from(LEAF_TYPES))
+        leaf: tuple[pa.DataType, st.SearchStrategy[Any]] = draw(st.sampled_from(LEAF_TYPES))
+        return leaf
     item_type, item_values = draw(typed_values(depth + 1))
     item = st.none() | item_values
     kind = draw(st.sampled_from(["list", "large_list", "fixed"]))
@@ -321,9 +323,7 @@ def arrays(draw: st.DrawFn) -> pa.Array:
     return arr
 
 
-_SETTINGS = settings(
-    max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow]
-)
+_SETTINGS = settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 # ---------------------------------------------------------------------------------------
@@ -406,8 +406,9 @@ def struct_tables(draw: st.DrawFn) -> pa.Table:
 
     def struct(depth: int) -> pa.Array:
         width = draw(st.integers(1, 3))
-        children = [struct(depth + 1) if depth < 2 and draw(st.booleans()) else leaf()
-                    for _ in range(width)]
+        children = [
+            struct(depth + 1) if depth < 2 and draw(st.booleans()) else leaf() for _ in range(width)
+        ]
         names = [f"f{depth}_{i}" for i in range(width)]
         return pa.StructArray.from_arrays(children, names=names, mask=mask())
 
@@ -529,6 +530,32 @@ def test_struct_mask_or_rule() -> None:
     record.update(struct.pack("<Q", 1) + b"x" + struct.pack("<Q", 1))
     record.update(column)
     assert logical_hash(table.schema, table).digest == record.digest()
+
+
+def _hidden_values(dtype: pa.DataType) -> pa.Array:
+    """Three values whose slot 1 holds real data hidden by the validity bitmap."""
+    validity = pa.py_buffer(bytes([0b101]))
+    if pa.types.is_list(dtype):
+        plain = pa.array([[1, 2], [3], [4]], dtype)
+        return pa.Array.from_buffers(
+            dtype, 3, [validity, plain.buffers()[1]], children=[plain.values]
+        )
+    values = {pa.bool_(): [True, True, False], pa.string(): ["a", "hidden", "c"]}
+    plain = pa.array(values.get(dtype, [1, 2, 3]), dtype)
+    return pa.Array.from_buffers(dtype, 3, [validity, *plain.buffers()[1:]])
+
+
+@pytest.mark.parametrize("dtype", [pa.int32(), pa.bool_(), pa.string(), pa.list_(pa.int8())])
+def test_or_rule_hashes_hidden_slot_values(dtype: pa.DataType) -> None:
+    child = _hidden_values(dtype)
+    assert child.null_count == 1
+    mask = pa.array([True, False, False])
+    table = pa.table({"s": pa.StructArray.from_arrays([child], names=["x"], mask=mask)})
+    digest = logical_hash(table.schema, table).digest
+    assert digest == ref_record_digest(table.schema, table.to_batches())
+    # Row 1 is valid in the parent, so its hidden value is hashed (not a null marker).
+    visible = pa.table({"s": pa.StructArray.from_arrays([child], names=["x"])})
+    assert digest != logical_hash(visible.schema, visible).digest
 
 
 def test_struct_all_valid_or_disables_grandchild_mask() -> None:

@@ -1,0 +1,145 @@
+"""Shared pieces of the transform and raw-query executors.
+
+- `query_steps`: the SQL steps of a `TransformSql` (``query`` or ``queries``), checked;
+- `register_view` / `run_steps`: temp views named exactly as the aliases (backtick-quoted,
+  so aliases such as ``com.example.trades`` stay single identifiers);
+- `write_single_parquet`: Spark writes a folder of part files; we write into a temp folder
+  next to the target and move the single part file into place;
+- `is_query_error`: which Spark exceptions are the user's query's fault.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import uuid
+from pathlib import Path
+from typing import TYPE_CHECKING, Final
+
+from engine.errors import EngineInternalError, InvalidQuery
+from engine.spark import ENGINE_NAME
+from fbs.model.source import SqlQueryStep, TransformSql
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+__all__ = [
+    "MAX_QUERY_CHARS",
+    "MAX_QUERY_STEPS",
+    "is_query_error",
+    "query_steps",
+    "quote_identifier",
+    "register_view",
+    "run_steps",
+    "spark_message",
+    "write_single_parquet",
+]
+
+#: Most SQL steps in one transform.
+MAX_QUERY_STEPS: Final = 256
+#: Longest SQL text of one step.
+MAX_QUERY_CHARS: Final = 1024 * 1024
+
+
+def query_steps(transform: TransformSql, *, check_engine: bool = True) -> list[SqlQueryStep]:
+    """The steps of ``transform``, the unaliased output step last.
+
+    A single ``query`` is one unaliased step. With ``queries`` every step but the last
+    must have an alias and the last must have none.
+
+    Raises:
+        InvalidQuery: for another engine's transform, no/both query forms, misplaced
+            aliases, or a limit exceeded.
+    """
+    if check_engine and transform.engine.lower() != ENGINE_NAME:
+        raise InvalidQuery(
+            f"transform is for engine {transform.engine!r}; this engine is {ENGINE_NAME!r}"
+        )
+    if transform.query is not None and transform.queries:
+        raise InvalidQuery("transform has both 'query' and 'queries'")
+    if transform.query is not None:
+        steps = [SqlQueryStep(alias=None, query=transform.query)]
+    elif transform.queries:
+        steps = list(transform.queries)
+    else:
+        raise InvalidQuery("transform has no query")
+    if len(steps) > MAX_QUERY_STEPS:
+        raise InvalidQuery(f"transform has {len(steps)} steps (limit {MAX_QUERY_STEPS})")
+    for i, step in enumerate(steps):
+        last = i == len(steps) - 1
+        if len(step.query) > MAX_QUERY_CHARS:
+            raise InvalidQuery(f"query step {i} is longer than {MAX_QUERY_CHARS} characters")
+        if last and step.alias is not None:
+            raise InvalidQuery("the last query step is the output and must have no alias")
+        if not last and not step.alias:
+            raise InvalidQuery(f"query step {i} needs an alias (only the last step has none)")
+    return steps
+
+
+def quote_identifier(name: str) -> str:
+    """Backtick-quote ``name`` as one Spark SQL identifier."""
+    return "`" + name.replace("`", "``") + "`"
+
+
+def register_view(df: DataFrame, name: str) -> None:
+    """Register ``df`` as temp view ``name`` (any characters; replaces a view of that name)."""
+    df.createOrReplaceTempView(quote_identifier(name))
+
+
+def run_steps(session: SparkSession, steps: list[SqlQueryStep]) -> DataFrame:
+    """Run the steps in order, registering aliased ones as views; return the output step.
+
+    Raises:
+        pyspark AnalysisException/ParseException: for bad SQL (see `is_query_error`).
+    """
+    result: DataFrame | None = None
+    for step in steps:
+        df = session.sql(step.query)
+        if step.alias is None:
+            result = df
+        else:
+            register_view(df, step.alias)
+    if result is None:  # query_steps guarantees an output step
+        raise InvalidQuery("transform has no output step")
+    return result
+
+
+def is_query_error(exc: BaseException) -> bool:
+    """True for Spark errors caused by the query text (parse / analysis errors)."""
+    from pyspark.errors import AnalysisException
+
+    return isinstance(exc, AnalysisException)
+
+
+def spark_message(exc: BaseException) -> str:
+    """Spark's message for ``exc`` without the JVM stack trace."""
+    from pyspark.errors import PySparkException
+
+    if isinstance(exc, PySparkException):
+        msg = exc.getMessage() if hasattr(exc, "getMessage") else str(exc)
+        return str(msg).split("\n\tat ", 1)[0].strip() or type(exc).__name__
+    return f"{type(exc).__name__}: {exc}"
+
+
+def write_single_parquet(df: DataFrame, target: str | os.PathLike[str]) -> None:
+    """Write ``df`` as exactly one snappy Parquet file at ``target`` (replaced atomically).
+
+    Raises:
+        EngineInternalError: if Spark did not produce exactly one part file, or moving it
+            into place fails.
+    """
+    target_path = Path(target)
+    target_path.parent.mkdir(parents=True, exist_ok=True)
+    tmp_dir = target_path.parent / f".odf-engine-{uuid.uuid4().hex}"
+    try:
+        df.coalesce(1).write.mode("errorifexists").option("compression", "snappy").parquet(
+            str(tmp_dir)
+        )
+        parts = sorted(p for p in tmp_dir.iterdir() if p.name.startswith("part-"))
+        if len(parts) != 1:
+            raise EngineInternalError(f"Spark wrote {len(parts)} part files, expected 1")
+        os.replace(parts[0], target_path)
+    except OSError as e:
+        raise EngineInternalError(f"cannot move the output into {target}: {e}") from None
+    finally:
+        shutil.rmtree(tmp_dir, ignore_errors=True)
