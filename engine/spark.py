@@ -12,6 +12,7 @@ time zone UTC, Parquet timestamps written as ``TIMESTAMP_MILLIS`` (UTC-adjusted 
 from __future__ import annotations
 
 import importlib.metadata
+import logging
 import os
 import re
 import tempfile
@@ -126,7 +127,6 @@ class SparkSettings:
             "spark.sql.adaptive.enabled": "true",
             # Spark writes _SUCCESS markers and .crc files next to part files; we move
             # the single part file out and delete the rest, so skip the markers.
-            "mapreduce.fileoutputcommitter.marksuccessfuljobs": "false",
             "spark.hadoop.mapreduce.fileoutputcommitter.marksuccessfuljobs": "false",
             **SESSION_SQL_CONF,
         }
@@ -165,6 +165,9 @@ def create_session(settings: SparkSettings | None = None) -> SparkSession:
         builder = builder.config(key, value)
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel("ERROR")
+    # PySpark logs every captured SQL error with its JVM stack trace; the engine reports
+    # query errors to the caller instead.
+    logging.getLogger("SQLQueryContextLogger").setLevel(logging.CRITICAL)
     return session
 
 

@@ -243,8 +243,9 @@ def _finish_output(result: DataFrame, request: TransformRequest) -> DataFrame:
         result.withColumn(order, F.monotonically_increasing_id())
         .withColumn(
             vocab.offset_column,
-            (F.row_number().over(Window.orderBy(F.col(order))) + F.lit(request.next_offset - 1))
-            .cast("long"),
+            (
+                F.row_number().over(Window.orderBy(F.col(order))) + F.lit(request.next_offset - 1)
+            ).cast("long"),
         )
         .withColumn(vocab.system_time_column, F.timestamp_micros(F.lit(system_time_micros)))
     )

@@ -17,7 +17,9 @@ if the dataset is given a ``state_cache`` path (the workspace puts it in
 On a head that moved (another process appended), the dataset walks back from the
 new head only until it reaches the cached head and replays those few blocks; a
 missing, damaged or unrelated cache costs one full scan, after which it is current
-again. The cache is written without fsync: losing it only costs a rescan.
+again. The cache is written without fsync (losing it only costs a rescan) and only
+every `STATE_CACHE_EVERY` blocks (or on `Dataset.flush_state_cache`): replacing a
+file on every commit costs as much as the commit itself on ext4.
 
 A `Dataset` object is not thread-safe; separate processes (or objects) may append
 concurrently, the ref CAS serializes them (`commit_with_retry` rebuilds on a moved
@@ -60,6 +62,7 @@ from storage.refs import HEAD
 __all__ = [
     "DEFAULT_MAX_COMMIT_ATTEMPTS",
     "MAX_STATE_CACHE_SIZE",
+    "STATE_CACHE_EVERY",
     "CommitResult",
     "Dataset",
     "PreparedCommit",
@@ -70,6 +73,9 @@ __all__ = [
 DEFAULT_MAX_COMMIT_ATTEMPTS: Final = 64
 #: Largest state cache file read (bigger ones are ignored and rebuilt).
 MAX_STATE_CACHE_SIZE: Final = 16 * 2**20
+#: The state cache is rewritten once the head is this many blocks past the cached one
+#: (a reader catches up on at most this many blocks plus other writers' appends).
+STATE_CACHE_EVERY: Final = 64
 #: Retry backoff: random sleep in ``[0, min(cap, base * 2**attempt)]`` seconds.
 RETRY_BACKOFF_BASE_S: Final = 0.001
 RETRY_BACKOFF_CAP_S: Final = 0.05
@@ -137,6 +143,7 @@ class Dataset:
         self.state_cache = state_cache
         self.limits = limits
         self._state: ChainState | None = None
+        self._persisted_seq: int | None = None  # sequence number of the cached state
 
     def __repr__(self) -> str:
         return f"Dataset({str(self.layout.root)!r})"
@@ -453,6 +460,8 @@ class Dataset:
                 match = next((b for b in bases if b.head == h), None)
                 if match is not None:
                     base = match
+                    if match is not self._state:
+                        self._persisted_seq = match.sequence_number
                     break
                 newer.append((h, block))
                 # Stop hoping once we walked below every candidate: they are not ancestors.
@@ -470,7 +479,22 @@ class Dataset:
 
     def _remember(self, state: ChainState, *, persist: bool = True) -> None:
         self._state = state
-        if persist and self.state_cache is not None:
+        if not persist or self.state_cache is None:
+            return
+        if (
+            self._persisted_seq is None
+            or state.sequence_number - self._persisted_seq >= STATE_CACHE_EVERY
+        ):
+            self._write_cache(state)
+
+    def flush_state_cache(self) -> None:
+        """Write the current chain state to the cache now (e.g. before exiting).
+
+        Raises:
+            CorruptChain: if the stored chain breaks a validation rule.
+        """
+        state = self.state()
+        if state is not None and self.state_cache is not None:
             self._write_cache(state)
 
     def _read_cache(self) -> ChainState | None:
@@ -496,6 +520,7 @@ class Dataset:
             finally:
                 ops.close(fd)
             ops.replace(tmp, self.state_cache)
+            self._persisted_seq = state.sequence_number
         except (OSError, StorageError):
             # Best effort: the next reader rebuilds a missing or stale cache.
             with contextlib.suppress(OSError):

@@ -7,6 +7,7 @@ Tree::
         ├── ObjectNotFound          no object under that hash
         ├── HashMismatch            bytes do not hash to the expected multihash
         │   └── CorruptObject       a stored object whose bytes no longer match its name
+        ├── InvalidDataFile         a data file that is not readable Parquet
         ├── ObjectTooLarge          an object exceeds a named size limit
         ├── UnsafePath              a store entry that is a symlink / not a regular file
         ├── RefError
@@ -47,6 +48,10 @@ class ObjectNotFound(StorageError, KeyError):
 
 class HashMismatch(StorageError, ValueError):
     """Bytes whose hash differs from the expected one."""
+
+
+class InvalidDataFile(StorageError, ValueError):
+    """A data file that cannot be read as Parquet (needed for its logical hash)."""
 
 
 class ObjectTooLarge(StorageError, ValueError):

@@ -14,6 +14,8 @@ that others could read (or swap) is not a secret we can vouch for.
 
 from __future__ import annotations
 
+import builtins
+import contextlib
 import os
 import stat
 import time
@@ -80,10 +82,8 @@ class KeyStore:
     def _ensure_private_dir(self, path: Path) -> None:
         if not path.exists():
             ensure_dir(path.parent, ops=self._ops)
-            try:
+            with contextlib.suppress(FileExistsError):
                 self._ops.mkdir(path, KEY_DIR_MODE)
-            except FileExistsError:
-                pass
             self._ops.fsync_dir(path.parent)
         self._check_dir(path)
 
@@ -201,7 +201,7 @@ class KeyStore:
         self._ops.fsync_dir(self.root)
         return dst
 
-    def load_retired(self, dataset_id: DatasetId) -> list[KeyPair]:
+    def load_retired(self, dataset_id: DatasetId) -> builtins.list[KeyPair]:
         """Retired keys of ``dataset_id`` (newest first), checked like `load`.
 
         Raises:

@@ -58,6 +58,7 @@ __all__ = [
     "YamlInt",
     "check_plain",
     "from_plain",
+    "from_plain_desc",
     "resolve_target",
     "to_plain",
 ]
@@ -266,10 +267,17 @@ def from_plain(
     """
     desc = resolve_target(target)
     check_plain(obj, limits)
-    return _from_desc(desc, obj, path)
+    return from_plain_desc(desc, obj, path)
 
 
-def _from_desc(desc: TableDesc | UnionDesc, obj: object, path: str) -> Any:
+def from_plain_desc(desc: TableDesc | UnionDesc, obj: object, path: str) -> Any:
+    """`from_plain` for a resolved descriptor, *without* the limits check.
+
+    Only for data already checked with `check_plain` (e.g. by the YAML loader).
+
+    Raises:
+        ManifestFieldError: see `from_plain`.
+    """
     if isinstance(desc, UnionDesc):
         return _union_from(desc, obj, path)
     return _table_from(desc, obj, path)
@@ -277,7 +285,7 @@ def _from_desc(desc: TableDesc | UnionDesc, obj: object, path: str) -> Any:
 
 def _union_from(union: UnionDesc, obj: object, path: str) -> Any:
     index = _tag_index(union)
-    if isinstance(obj, str) and not isinstance(obj, YamlInt | YamlFloat):
+    if isinstance(obj, str):
         variant = index.get(obj)
         if variant is None:
             raise ManifestFieldError(path, _unknown_tag(union, obj))
@@ -292,8 +300,9 @@ def _union_from(union: UnionDesc, obj: object, path: str) -> Any:
         return _construct(desc, {}, path)
     if not isinstance(obj, Mapping):
         raise ManifestFieldError(
-            path, f"expected a {union.name} mapping with {TAG_KEY!r} or a bare variant name, "
-            f"got {_type_name(obj)}"
+            path,
+            f"expected a {union.name} mapping with {TAG_KEY!r} or a bare variant name, "
+            f"got {_type_name(obj)}",
         )
     tag = obj.get(TAG_KEY)
     if tag is None:
@@ -363,7 +372,7 @@ def _as_str(obj: object, path: str) -> str:
 
 def _as_text(obj: object, path: str, what: str) -> str:
     """A genuine string (not a number's text): hashes, DIDs, timestamps, names."""
-    if not isinstance(obj, str) or isinstance(obj, YamlInt | YamlFloat):
+    if not isinstance(obj, str):
         raise ManifestFieldError(path, f"expected {what} string, got {_type_name(obj)}")
     return obj
 
@@ -427,7 +436,9 @@ def _field_from(fd: FieldDesc, raw: object, path: str) -> Any:
         return tuple(_table_from(desc, x, _item(path, i)) for i, x in enumerate(_as_seq(raw, path)))
     if kind is FieldKind.VEC_UNION:
         union = fd.union
-        return tuple(_union_from(union, x, _item(path, i)) for i, x in enumerate(_as_seq(raw, path)))
+        return tuple(
+            _union_from(union, x, _item(path, i)) for i, x in enumerate(_as_seq(raw, path))
+        )
     # JSON fields only occur inside ExtraAttributes, which is handled as a whole.
     raise ManifestFieldError(path, f"unsupported field kind {kind.value}")
 
@@ -471,9 +482,13 @@ def _json_from(obj: object, path: str) -> Any:
     if isinstance(obj, Mapping):
         out: dict[str, Any] = {}
         for k, v in obj.items():
-            if not isinstance(k, str):
+            # An unquoted YAML number as a key (``2020: x``) is its text, as in serde_yaml.
+            if not isinstance(k, str | YamlInt | YamlFloat):
                 raise ManifestFieldError(path, f"JSON object keys must be strings, got {k!r}")
-            out[_as_str(k, path)] = _json_from(v, _child(path, k))
+            key = _as_str(k, path)
+            if key in out:
+                raise ManifestFieldError(path, f"duplicate key {key!r}")
+            out[key] = _json_from(v, _child(path, key))
         return out
     raise ManifestFieldError(path, f"not a JSON value: {_type_name(obj)}")
 
@@ -595,7 +610,7 @@ def _field_to(fd: FieldDesc, v: object, path: str) -> Any:
     if kind is FieldKind.UNION:
         return _union_to(fd.union, v, path)
     if kind in (FieldKind.VEC_STRING, FieldKind.VEC_TABLE, FieldKind.VEC_UNION):
-        _expect(v, tuple | list, path)
+        _expect(v, (tuple, list), path)
         assert isinstance(v, tuple | list)
         if kind is FieldKind.VEC_STRING:
             for i, x in enumerate(v):

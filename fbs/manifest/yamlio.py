@@ -63,6 +63,8 @@ _FLOAT_RE: Final = re.compile(
 _TAG_PREFIX: Final = "tag:yaml.org,2002:"
 _DIGITS: Final = list("-+0123456789")
 
+_BREAKS_RE: Final = re.compile("[\r\x85\u2028\u2029]")
+
 # Huge, so that long strings (DIDs, SQL lines) are never folded.
 _NO_WRAP: Final = 1 << 30
 
@@ -92,8 +94,6 @@ def _full(regex: re.Pattern[str], text: str) -> bool:
 
 class _Constructor(SafeConstructor):
     """Builds only JSON-like values; see the module docstring."""
-
-    yaml_constructors: dict[Any, Any] = {}  # noqa: RUF012 (PyYAML class registry)
 
     def construct_core_bool(self, node: Node) -> bool:
         text = self.construct_scalar(node)  # type: ignore[arg-type]
@@ -142,14 +142,17 @@ class _Constructor(SafeConstructor):
         return mapping
 
 
-_Constructor.add_constructor(_TAG_PREFIX + "null", SafeConstructor.construct_yaml_null)
-_Constructor.add_constructor(_TAG_PREFIX + "bool", _Constructor.construct_core_bool)
-_Constructor.add_constructor(_TAG_PREFIX + "int", _Constructor.construct_core_int)
-_Constructor.add_constructor(_TAG_PREFIX + "float", _Constructor.construct_core_float)
-_Constructor.add_constructor(_TAG_PREFIX + "str", SafeConstructor.construct_yaml_str)
-_Constructor.add_constructor(_TAG_PREFIX + "seq", SafeConstructor.construct_yaml_seq)
-_Constructor.add_constructor(_TAG_PREFIX + "map", SafeConstructor.construct_yaml_map)
-_Constructor.add_constructor(None, SafeConstructor.construct_undefined)
+# A fresh registry (not a copy of SafeConstructor's): every other tag is refused.
+_Constructor.yaml_constructors = {
+    _TAG_PREFIX + "null": SafeConstructor.construct_yaml_null,
+    _TAG_PREFIX + "bool": _Constructor.construct_core_bool,
+    _TAG_PREFIX + "int": _Constructor.construct_core_int,
+    _TAG_PREFIX + "float": _Constructor.construct_core_float,
+    _TAG_PREFIX + "str": SafeConstructor.construct_yaml_str,
+    _TAG_PREFIX + "seq": SafeConstructor.construct_yaml_seq,
+    _TAG_PREFIX + "map": SafeConstructor.construct_yaml_map,
+    None: SafeConstructor.construct_undefined,
+}
 
 
 class _Loader(Reader, Scanner, Parser, Composer, _Constructor, _CoreResolver):
@@ -170,7 +173,7 @@ class _Loader(Reader, Scanner, Parser, Composer, _Constructor, _CoreResolver):
         try:
             if self._depth > self._max_depth:
                 raise ManifestLimitExceeded(f"YAML nested deeper than {self._max_depth}")
-            return super().compose_node(parent, index)  # type: ignore[no-any-return]
+            return super().compose_node(parent, index)
         finally:
             self._depth -= 1
 
@@ -205,16 +208,21 @@ def parse_yaml(data: str | bytes, limits: ManifestLimits = DEFAULT_MANIFEST_LIMI
         ManifestLimitExceeded: size, depth or node-count limit exceeded.
     """
     text = _to_text(data, limits)
-    loader = _Loader(text, limits.max_depth)
+    loader: _Loader | None = None
     try:
+        # The reader already scans the text (refusing non-printable characters).
+        loader = _Loader(text, limits.max_depth)
         value = loader.get_single_data()
+    except ManifestError:
+        raise  # a limit hit while composing
     except yaml.YAMLError as e:
         raise ManifestError(f"invalid YAML: {e}") from None
     except (ValueError, TypeError, OverflowError, RecursionError) as e:
         # Defensive: PyYAML internals are not documented to raise only YAMLError.
         raise ManifestError(f"invalid YAML: {type(e).__name__}: {e}") from None
     finally:
-        loader.dispose()
+        if loader is not None:
+            loader.dispose()
     check_plain(value, limits)
     return value
 
@@ -241,9 +249,7 @@ def parse_json(data: str | bytes, limits: ManifestLimits = DEFAULT_MANIFEST_LIMI
     """
     text = _to_text(data, limits)
     try:
-        value = json.loads(
-            text, object_pairs_hook=_unique_object, parse_constant=_reject_constant
-        )
+        value = json.loads(text, object_pairs_hook=_unique_object, parse_constant=_reject_constant)
     except (ValueError, RecursionError) as e:
         raise ManifestError(f"invalid JSON: {e}") from None
     check_plain(value, limits)
@@ -305,11 +311,25 @@ class _Dumper(Emitter, Serializer, SafeRepresenter, _QuotingResolver):
     def represent_text(self, data: str) -> ScalarNode:
         # Literal blocks for multi-line text, like serde_yaml; the emitter falls back
         # to double quotes when a literal block cannot hold the string exactly.
-        style = "|" if "\n" in data else None
+        if _BREAKS_RE.search(data):
+            # YAML 1.1 line breaks other than LF are folded or normalized inside plain,
+            # quoted and literal scalars; only double quotes escape them faithfully.
+            style: str | None = '"'
+        elif "\n" in data:
+            style = "|"
+        else:
+            style = None
         return self.represent_scalar(_TAG_PREFIX + "str", data, style=style)
+
+    def represent_number_text(self, data: YamlInt | YamlFloat) -> ScalarNode:
+        # Numbers straight from `parse_yaml` are written as they were read.
+        tag = "int" if isinstance(data, YamlInt) else "float"
+        return self.represent_scalar(_TAG_PREFIX + tag, data.yaml_text)
 
 
 _Dumper.add_representer(str, _Dumper.represent_text)
+_Dumper.add_representer(YamlInt, _Dumper.represent_number_text)
+_Dumper.add_representer(YamlFloat, _Dumper.represent_number_text)
 
 
 def dump_yaml(data: Any) -> str:

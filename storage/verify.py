@@ -1,0 +1,308 @@
+"""Integrity verification of a stored dataset (fsck).
+
+`verify_integrity` checks, from the head back to the Seed:
+
+1. every block: present, bytes hash to its name, decodes, sequence numbers link;
+2. the whole chain against every append rule (`storage.chain.replay`);
+3. every data and checkpoint object a block names: present, physical hash and size
+   as declared; for data slices the logical hash is recomputed from the Parquet file.
+
+It never raises for a damaged dataset: every defect becomes a `VerifyProblem` in the
+returned `VerifyReport`, which names the first (oldest) bad block.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from typing import Final
+
+import pyarrow.parquet as pq
+
+from fbs.codec import decode_block
+from fbs.errors import FbsError, MalformedBlock
+from fbs.logical_hash import logical_hash
+from fbs.model import AddData, ExecuteTransform, MetadataBlock
+from fbs.multiformats import Multihash
+from storage.chain import ChainState, validate_append
+from storage.dataset import Dataset
+from storage.errors import (
+    ChainRuleViolation,
+    InvalidAppend,
+    ObjectNotFound,
+    StorageError,
+)
+from storage.object_store import DiskObjectStore
+
+__all__ = [
+    "DEFAULT_MAX_PROBLEMS",
+    "ProblemKind",
+    "VerifyProblem",
+    "VerifyReport",
+    "verify_integrity",
+]
+
+#: Stop collecting after this many problems (a wrecked dataset needs no full list).
+DEFAULT_MAX_PROBLEMS: Final = 1000
+#: Rows per batch when re-reading Parquet for the logical hash (as kamu).
+LOGICAL_HASH_BATCH_ROWS: Final = 10_000
+
+
+class ProblemKind(enum.StrEnum):
+    """What is wrong."""
+
+    HEAD_INVALID = "head-invalid"
+    BLOCK_MISSING = "block-missing"
+    BLOCK_CORRUPT = "block-corrupt"
+    BLOCK_MALFORMED = "block-malformed"
+    BROKEN_LINK = "broken-link"
+    CHAIN_RULE = "chain-rule"
+    DATA_MISSING = "data-missing"
+    DATA_CORRUPT = "data-corrupt"
+    DATA_SIZE = "data-size"
+    LOGICAL_HASH = "logical-hash"
+    CHECKPOINT_MISSING = "checkpoint-missing"
+    CHECKPOINT_CORRUPT = "checkpoint-corrupt"
+    CHECKPOINT_SIZE = "checkpoint-size"
+
+
+@dataclass(frozen=True, slots=True)
+class VerifyProblem:
+    """One defect.
+
+    Attributes:
+        kind: the category.
+        message: human-readable detail.
+        block_hash: the block concerned (if any).
+        sequence_number: its sequence number (if known).
+        object_hash: the data/checkpoint object concerned (if any).
+        rule: the broken chain rule number (``CHAIN_RULE`` only).
+    """
+
+    kind: ProblemKind
+    message: str
+    block_hash: Multihash | None = None
+    sequence_number: int | None = None
+    object_hash: Multihash | None = None
+    rule: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class VerifyReport:
+    """Result of `verify_integrity`.
+
+    Attributes:
+        head: the head verified (``None``: empty dataset or unreadable ref).
+        blocks_checked: blocks read and hash-checked.
+        objects_checked: data/checkpoint objects checked.
+        problems: every defect found, in discovery order.
+        state: chain state at the head if the whole chain replayed cleanly.
+    """
+
+    head: Multihash | None
+    blocks_checked: int
+    objects_checked: int
+    problems: tuple[VerifyProblem, ...]
+    state: ChainState | None = None
+
+    @property
+    def ok(self) -> bool:
+        """True if no problem was found."""
+        return not self.problems
+
+    @property
+    def first_bad_block(self) -> VerifyProblem | None:
+        """The problem of the oldest bad block (lowest sequence number), if any."""
+        with_seq = [p for p in self.problems if p.sequence_number is not None]
+        if with_seq:
+            return min(with_seq, key=lambda p: p.sequence_number or 0)
+        return next((p for p in self.problems if p.block_hash is not None), None)
+
+
+class _Collector:
+    def __init__(self, limit: int) -> None:
+        self.problems: list[VerifyProblem] = []
+        self.limit = limit
+
+    def add(self, problem: VerifyProblem) -> None:
+        if len(self.problems) < self.limit:
+            self.problems.append(problem)
+
+
+def _walk(
+    ds: Dataset, head: Multihash, out: _Collector
+) -> tuple[list[tuple[Multihash, MetadataBlock]], bool]:
+    """Blocks from head to Seed (newest first); the flag is False if the walk broke off."""
+    blocks: list[tuple[Multihash, MetadataBlock]] = []
+    h: Multihash | None = head
+    expected: int | None = None
+    while h is not None:
+        try:
+            raw = ds.layout.blocks.get(h)
+        except ObjectNotFound:
+            out.add(VerifyProblem(ProblemKind.BLOCK_MISSING, f"block {h} is missing", h, expected))
+            return blocks, False
+        except StorageError as e:  # CorruptObject, UnsafePath
+            out.add(VerifyProblem(ProblemKind.BLOCK_CORRUPT, f"block {h}: {e}", h, expected))
+            return blocks, False
+        try:
+            block = decode_block(raw, ds.limits)
+        except MalformedBlock as e:
+            out.add(VerifyProblem(ProblemKind.BLOCK_MALFORMED, f"block {h}: {e}", h, expected))
+            return blocks, False
+        if expected is not None and block.sequence_number != expected:
+            out.add(
+                VerifyProblem(
+                    ProblemKind.BROKEN_LINK,
+                    f"block {h} has sequence number {block.sequence_number}, expected {expected}",
+                    h,
+                    expected,
+                )
+            )
+            return blocks, False
+        blocks.append((h, block))
+        if block.prev_block_hash is not None and block.sequence_number == 0:
+            out.add(
+                VerifyProblem(
+                    ProblemKind.BROKEN_LINK, f"block {h} has sequence 0 but a parent", h, 0
+                )
+            )
+            return blocks, False
+        expected = block.sequence_number - 1
+        h = block.prev_block_hash
+    return blocks, True
+
+
+def _check_object(
+    store: DiskObjectStore,
+    h: Multihash,
+    size: int,
+    kinds: tuple[ProblemKind, ProblemKind, ProblemKind],
+    where: tuple[Multihash, int],
+    out: _Collector,
+) -> bool:
+    missing, corrupt, wrong_size = kinds
+    block_h, seq = where
+    try:
+        actual = store.size(h)
+        if actual != size:
+            out.add(
+                VerifyProblem(
+                    wrong_size, f"object {h} has {actual} bytes, block says {size}", block_h, seq, h
+                )
+            )
+            return False
+        store.check(h)
+    except ObjectNotFound:
+        out.add(VerifyProblem(missing, f"object {h} is missing", block_h, seq, h))
+        return False
+    except StorageError as e:
+        out.add(VerifyProblem(corrupt, f"object {h}: {e}", block_h, seq, h))
+        return False
+    return True
+
+
+def _logical_hash_of(store: DiskObjectStore, h: Multihash) -> Multihash:
+    """Recompute a data file's logical hash (arrow-digest V0 over its Arrow schema).
+
+    Raises:
+        Exception: whatever pyarrow raises for a non-Parquet file (caller reports it).
+    """
+    with store.open(h) as f:
+        pf = pq.ParquetFile(f)
+        return logical_hash(pf.schema_arrow, pf.iter_batches(batch_size=LOGICAL_HASH_BATCH_ROWS))
+
+
+def verify_integrity(
+    dataset: Dataset,
+    *,
+    check_objects: bool = True,
+    check_logical_hashes: bool = True,
+    max_problems: int = DEFAULT_MAX_PROBLEMS,
+) -> VerifyReport:
+    """Verify blocks, chain rules and objects of ``dataset`` (see the module docstring).
+
+    Args:
+        dataset: the dataset to check.
+        check_objects: also check data and checkpoint objects.
+        check_logical_hashes: also recompute logical hashes of data files (Parquet).
+        max_problems: stop recording after this many problems.
+
+    Returns:
+        A `VerifyReport`; ``report.ok`` is True for a sound dataset.
+    """
+    out = _Collector(max_problems)
+    try:
+        head = dataset.head()
+    except StorageError as e:
+        out.add(VerifyProblem(ProblemKind.HEAD_INVALID, f"refs/head: {e}"))
+        return VerifyReport(None, 0, 0, tuple(out.problems))
+    if head is None:
+        return VerifyReport(None, 0, 0, ())
+    newest_first, complete = _walk(dataset, head, out)
+    state: ChainState | None = None
+    if complete:
+        for h, block in reversed(newest_first):
+            try:
+                state = validate_append(state, block, h)
+            except InvalidAppend as e:
+                out.add(
+                    VerifyProblem(
+                        ProblemKind.CHAIN_RULE,
+                        f"block {h} (#{block.sequence_number}): {e}",
+                        h,
+                        block.sequence_number,
+                        rule=e.rule if isinstance(e, ChainRuleViolation) else None,
+                    )
+                )
+                state = None
+                break  # later rules depend on a state we no longer have
+    objects = 0
+    if check_objects:
+        for h, block in reversed(newest_first):
+            event = block.event
+            if not isinstance(event, AddData | ExecuteTransform):
+                continue
+            where = (h, block.sequence_number)
+            if event.new_data is not None:
+                d = event.new_data
+                objects += 1
+                kinds = (ProblemKind.DATA_MISSING, ProblemKind.DATA_CORRUPT, ProblemKind.DATA_SIZE)
+                sound = _check_object(
+                    dataset.layout.data, d.physical_hash, d.size, kinds, where, out
+                )
+                if sound and check_logical_hashes:
+                    try:
+                        actual = _logical_hash_of(dataset.layout.data, d.physical_hash)
+                    except (FbsError, StorageError, OSError, ValueError, TypeError) as e:
+                        out.add(
+                            VerifyProblem(
+                                ProblemKind.LOGICAL_HASH,
+                                f"cannot hash data {d.physical_hash}: {e}",
+                                *where,
+                                d.physical_hash,
+                            )
+                        )
+                    else:
+                        if actual != d.logical_hash:
+                            out.add(
+                                VerifyProblem(
+                                    ProblemKind.LOGICAL_HASH,
+                                    f"data {d.physical_hash} hashes logically to {actual}, "
+                                    f"block says {d.logical_hash}",
+                                    *where,
+                                    d.physical_hash,
+                                )
+                            )
+            if event.new_checkpoint is not None:
+                c = event.new_checkpoint
+                objects += 1
+                kinds = (
+                    ProblemKind.CHECKPOINT_MISSING,
+                    ProblemKind.CHECKPOINT_CORRUPT,
+                    ProblemKind.CHECKPOINT_SIZE,
+                )
+                _check_object(
+                    dataset.layout.checkpoints, c.physical_hash, c.size, kinds, where, out
+                )
+    return VerifyReport(head, len(newest_first), objects, tuple(out.problems), state)

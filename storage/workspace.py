@@ -1,0 +1,538 @@
+"""The ``.odf/`` workspace: many datasets, an alias index, keys and caches.
+
+::
+
+    <project>/.odf/
+      version                       workspace format version ("1")
+      aliases.json                  alias index (a cache: rebuilt from info/alias files)
+      datasets/<did multibase>/     one kamu-layout dataset per DID (fed01...)
+      keys/                         private keys (`storage.keystore`, mode 0700)
+      cache/chain-state/<did>.json  chain-state caches (`storage.dataset`)
+      staging/<random>/             datasets being created (invisible until renamed)
+      trash/<random>/               datasets being deleted
+      .lock                         flock serializing alias changes
+
+Atomic creation: a dataset (Seed plus every snapshot event) is built in
+``staging/``, its key is saved, and only then is the directory renamed into
+``datasets/``; a snapshot with an invalid event leaves no dataset behind (a crash
+may leave a staging directory or an unused key, both invisible and harmless; `gc`
+removes stale staging directories). Deletion renames the dataset into ``trash/``
+first (it disappears atomically), then removes it. The dataset's key is *retired*
+to ``keys/deleted/``, not destroyed (see `KeyStore.retire`).
+
+The alias index is only a cache of each dataset's ``info/alias``: every lookup is
+confirmed against that file and a miss or mismatch triggers a rebuild.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import shutil
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Final
+
+from fbs.did import DatasetAlias, DatasetId
+from fbs.errors import FbsError, InvalidName
+from fbs.keys import KeyPair
+from fbs.model import (
+    AddPushSource,
+    DatasetKind,
+    DatasetSnapshot,
+    MetadataEvent,
+    Seed,
+    SetPollingSource,
+    SetTransform,
+    SqlQueryStep,
+    Transform,
+    TransformInput,
+    TransformSql,
+)
+from fbs.multiformats import Multihash
+from fbs.timestamp import Timestamp
+from storage.dataset import Dataset
+from storage.errors import (
+    DatasetExists,
+    DatasetNotFound,
+    InvalidAlias,
+    StorageError,
+    WorkspaceError,
+    WorkspaceNotFound,
+)
+from storage.faults import DEFAULT_OPS, FsOps
+from storage.fsutil import (
+    FILE_MODE,
+    atomic_write_bytes,
+    ensure_dir,
+    pending_name,
+    read_bytes_limited,
+)
+from storage.gc import DEFAULT_GC_GRACE_S, GcReport, collect_garbage
+from storage.keystore import KeyStore
+from storage.layout import DatasetLayout
+
+__all__ = [
+    "WORKSPACE_DIR",
+    "DatasetEntry",
+    "Workspace",
+    "WorkspaceGcReport",
+    "normalize_transform",
+]
+
+WORKSPACE_DIR: Final = ".odf"
+WORKSPACE_VERSION: Final = "1"
+VERSION_FILE: Final = "version"
+INDEX_FILE: Final = "aliases.json"
+DATASETS_DIR: Final = "datasets"
+KEYS_DIR: Final = "keys"
+CACHE_DIR: Final = "cache"
+STATE_CACHE_DIR: Final = "chain-state"
+STAGING_DIR: Final = "staging"
+TRASH_DIR: Final = "trash"
+LOCK_FILE: Final = ".lock"
+#: Largest alias index file read (a larger one is ignored and rebuilt).
+MAX_INDEX_FILE_SIZE: Final = 64 * 2**20
+#: Most directory levels `Workspace.open` climbs looking for ``.odf/``.
+MAX_SEARCH_DEPTH: Final = 256
+#: How long alias changes wait for the workspace lock.
+DEFAULT_LOCK_TIMEOUT_S: Final = 30.0
+_LOCK_POLL_S: Final = 0.005
+
+
+@dataclass(frozen=True, slots=True)
+class DatasetEntry:
+    """A dataset of the workspace: alias, DID and directory."""
+
+    alias: str
+    id: DatasetId
+    path: Path
+
+
+@dataclass(frozen=True, slots=True)
+class WorkspaceGcReport:
+    """Per-dataset GC reports (keyed by alias) plus what could not be collected.
+
+    Attributes:
+        blocks / data / checkpoints: `GcReport` per dataset alias.
+        skipped: aliases whose chain could not be read completely (nothing was
+            deleted there) with the reason.
+        staging_removed: stale staging/trash directories removed.
+    """
+
+    blocks: dict[str, GcReport] = field(default_factory=dict)
+    data: dict[str, GcReport] = field(default_factory=dict)
+    checkpoints: dict[str, GcReport] = field(default_factory=dict)
+    skipped: dict[str, str] = field(default_factory=dict)
+    staging_removed: tuple[Path, ...] = ()
+
+    @property
+    def bytes_freed(self) -> int:
+        """Bytes freed (or freeable, in a dry run) across all stores."""
+        return sum(
+            r.bytes_freed for d in (self.blocks, self.data, self.checkpoints) for r in d.values()
+        )
+
+
+def normalize_transform(transform: Transform) -> Transform:
+    """Move a legacy ``TransformSql.query`` into ``queries: [{query}]`` (as kamu does)."""
+    if (
+        isinstance(transform, TransformSql)
+        and transform.query is not None
+        and not transform.queries
+    ):
+        return replace(transform, query=None, queries=(SqlQueryStep(query=transform.query),))
+    return transform
+
+
+def _parse_alias(alias: object) -> DatasetAlias:
+    try:
+        return DatasetAlias.parse(alias)  # type: ignore[arg-type]  # checked inside
+    except InvalidName as e:
+        raise InvalidAlias(str(e)) from None
+
+
+def _alias_key(alias: DatasetAlias) -> str:
+    account = "" if alias.account_name is None else alias.account_name.key + "/"
+    return account + alias.dataset_name.key
+
+
+class Workspace:
+    """An ``.odf/`` directory (see the module docstring).
+
+    Args:
+        root: the ``.odf`` directory itself.
+        ops: the file-operations seam used for every mutation.
+    """
+
+    def __init__(self, root: Path, *, ops: FsOps = DEFAULT_OPS) -> None:
+        self.root = Path(root)
+        self.ops = ops
+        self.keys = KeyStore(self.root / KEYS_DIR, ops=ops)
+
+    def __repr__(self) -> str:
+        return f"Workspace({str(self.root)!r})"
+
+    # -- opening ----------------------------------------------------------------------------
+
+    @classmethod
+    def init(cls, path: Path, *, exist_ok: bool = False, ops: FsOps = DEFAULT_OPS) -> Workspace:
+        """Create ``<path>/.odf/``.
+
+        Raises:
+            WorkspaceError: if it exists (unless ``exist_ok``) or is not a directory.
+        """
+        root = Path(path) / WORKSPACE_DIR
+        if root.exists() or root.is_symlink():
+            if not exist_ok:
+                raise WorkspaceError(f"workspace {root} already exists")
+            return cls._checked(root, ops)
+        try:
+            for sub in (DATASETS_DIR, STAGING_DIR, TRASH_DIR, f"{CACHE_DIR}/{STATE_CACHE_DIR}"):
+                ensure_dir(root / sub, ops=ops)
+            atomic_write_bytes(root / VERSION_FILE, WORKSPACE_VERSION.encode(), ops=ops)
+        except StorageError as e:
+            raise WorkspaceError(f"cannot create workspace {root}: {e}") from None
+        return cls(root, ops=ops)
+
+    @classmethod
+    def _checked(cls, root: Path, ops: FsOps) -> Workspace:
+        if root.is_symlink() or not root.is_dir() or not (root / VERSION_FILE).is_file():
+            raise WorkspaceError(f"{root} is not an odf-node workspace")
+        version = (root / VERSION_FILE).read_bytes()[:16].decode("ascii", "replace").strip()
+        if version != WORKSPACE_VERSION:
+            raise WorkspaceError(f"unsupported workspace version {version!r} in {root}")
+        return cls(root, ops=ops)
+
+    @classmethod
+    def open(cls, path: Path | None = None, *, ops: FsOps = DEFAULT_OPS) -> Workspace:
+        """Find ``.odf/`` in ``path`` (default: the current directory) or its parents.
+
+        Raises:
+            WorkspaceNotFound: no workspace up to the filesystem root.
+            WorkspaceError: a ``.odf`` that is not a workspace of a supported version.
+        """
+        here = Path.cwd() if path is None else Path(path)
+        here = here.resolve()
+        for depth, directory in enumerate((here, *here.parents)):
+            if depth > MAX_SEARCH_DEPTH:
+                break
+            candidate = directory / WORKSPACE_DIR
+            if candidate.is_dir() and not candidate.is_symlink():
+                return cls._checked(candidate, ops)
+        raise WorkspaceNotFound(f"no {WORKSPACE_DIR}/ workspace in {here} or its parents")
+
+    # -- paths ------------------------------------------------------------------------------
+
+    @property
+    def datasets_dir(self) -> Path:
+        """``datasets/``."""
+        return self.root / DATASETS_DIR
+
+    def _layout(self, path: Path) -> DatasetLayout:
+        return DatasetLayout(path, ops=self.ops)
+
+    def _state_cache(self, did: DatasetId) -> Path:
+        return self.root / CACHE_DIR / STATE_CACHE_DIR / f"{did.as_multibase()}.json"
+
+    def _dataset_dir(self, did: DatasetId) -> Path:
+        return self.datasets_dir / did.as_multibase()
+
+    def _open(self, entry: DatasetEntry) -> Dataset:
+        return Dataset.open(self._layout(entry.path), state_cache=self._state_cache(entry.id))
+
+    @contextlib.contextmanager
+    def _locked(self) -> Iterator[None]:
+        ensure_dir(self.root, ops=self.ops)
+        fd = os.open(self.root / LOCK_FILE, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, FILE_MODE)
+        try:
+            deadline = time.monotonic() + DEFAULT_LOCK_TIMEOUT_S
+            while True:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    if time.monotonic() >= deadline:
+                        raise WorkspaceError("workspace lock busy") from None
+                    time.sleep(_LOCK_POLL_S)
+            yield
+        finally:
+            os.close(fd)  # releases the flock
+
+    # -- index ------------------------------------------------------------------------------
+
+    def _scan(self) -> list[DatasetEntry]:
+        """Every dataset directory with a readable, valid alias."""
+        out: list[DatasetEntry] = []
+        try:
+            entries = list(os.scandir(self.datasets_dir))
+        except FileNotFoundError:
+            return out
+        for e in entries:
+            try:
+                did = DatasetId.from_multibase(e.name)
+            except FbsError:
+                continue
+            if did.as_multibase() != e.name or not e.is_dir(follow_symlinks=False):
+                continue
+            path = Path(e.path)
+            try:
+                text = self._layout(path).read_alias()
+                alias = str(_parse_alias(text)) if text is not None else did.as_multibase()
+            except InvalidAlias:
+                alias = did.as_multibase()  # still listed and resolvable by DID
+            out.append(DatasetEntry(alias, did, path))
+        return out
+
+    def rebuild_index(self) -> dict[str, str]:
+        """Rebuild ``aliases.json`` from every dataset's ``info/alias``; returns key → DID."""
+        index: dict[str, list[str]] = {}
+        for entry in self._scan():
+            with contextlib.suppress(InvalidAlias):
+                index[_alias_key(_parse_alias(entry.alias))] = [
+                    entry.alias,
+                    entry.id.as_multibase(),
+                ]
+        data = json.dumps({"version": 1, "aliases": index}, sort_keys=True).encode()
+        atomic_write_bytes(self.root / INDEX_FILE, data, ops=self.ops)
+        return {k: v[1] for k, v in index.items()}
+
+    def _read_index(self) -> dict[str, Any]:
+        try:
+            data = read_bytes_limited(self.root / INDEX_FILE, MAX_INDEX_FILE_SIZE)
+            parsed = json.loads(data) if data is not None else None
+        except (OSError, StorageError, ValueError):
+            parsed = None
+        if not isinstance(parsed, dict) or not isinstance(parsed.get("aliases"), dict):
+            return {}
+        aliases: dict[str, Any] = parsed["aliases"]
+        return aliases
+
+    def _write_index(self, index: dict[str, Any]) -> None:
+        data = json.dumps({"version": 1, "aliases": index}, sort_keys=True).encode()
+        atomic_write_bytes(self.root / INDEX_FILE, data, ops=self.ops)
+
+    # -- lookups ----------------------------------------------------------------------------
+
+    def resolve(self, ref: str | DatasetId) -> DatasetEntry:
+        """Find a dataset by alias (``[account/]name``, case-insensitive) or DID.
+
+        Raises:
+            InvalidAlias: ``ref`` is neither a DID nor a valid alias.
+            InvalidDid: ``ref`` starts with ``did:`` but is not a valid DID.
+            DatasetNotFound: no such dataset here.
+        """
+        if isinstance(ref, DatasetId) or (isinstance(ref, str) and ref.startswith("did:")):
+            did = ref if isinstance(ref, DatasetId) else DatasetId.from_did(ref)
+            path = self._dataset_dir(did)
+            if not path.is_dir() or path.is_symlink():
+                raise DatasetNotFound(f"no dataset {did}")
+            try:
+                text = self._layout(path).read_alias()
+            except InvalidAlias:
+                text = None
+            return DatasetEntry(text or did.as_multibase(), did, path)
+        alias = _parse_alias(ref)
+        key = _alias_key(alias)
+        for attempt in range(2):
+            index = self._read_index() if attempt == 0 else self.rebuild_index()
+            item = index.get(key)
+            did_text = item[1] if isinstance(item, list) and len(item) == 2 else item
+            if not isinstance(did_text, str):
+                continue
+            try:
+                did = DatasetId.from_multibase(did_text)
+            except FbsError:
+                continue
+            path = self._dataset_dir(did)
+            with contextlib.suppress(InvalidAlias):
+                text = self._layout(path).read_alias() if path.is_dir() else None
+                if text is not None and _alias_key(_parse_alias(text)) == key:
+                    return DatasetEntry(text, did, path)
+        raise DatasetNotFound(f"no dataset {alias}")
+
+    def get(self, ref: str | DatasetId) -> Dataset:
+        """Open the dataset ``ref`` names (see `resolve`)."""
+        return self._open(self.resolve(ref))
+
+    def list(self) -> list[DatasetEntry]:
+        """All datasets, sorted by alias (case-insensitive)."""
+        return sorted(self._scan(), key=lambda e: (e.alias.lower(), e.id))
+
+    # -- creation ---------------------------------------------------------------------------
+
+    def create_dataset(self, alias: str, kind: DatasetKind = DatasetKind.Root) -> Dataset:
+        """Create an empty dataset (Seed block only) with a fresh ed25519 identity.
+
+        Raises:
+            InvalidAlias: invalid alias.
+            DatasetExists: the alias is taken.
+        """
+        return self.add_snapshot(DatasetSnapshot(name=alias, kind=kind, metadata=()))
+
+    def _normalize_inputs(self, event: SetTransform) -> SetTransform:
+        inputs: list[TransformInput] = []
+        for i in event.inputs:
+            try:
+                entry = self.resolve(i.dataset_ref)
+            except (DatasetNotFound, InvalidAlias, FbsError) as e:
+                raise DatasetNotFound(f"unknown transform input {i.dataset_ref!r}: {e}") from None
+            # kamu names an input after the dataset: the name part of its alias.
+            named_by = entry.alias if i.dataset_ref.startswith("did:") else i.dataset_ref
+            default_alias = _parse_alias(named_by).dataset_name.value
+            inputs.append(
+                TransformInput(dataset_ref=entry.id.to_did_odf(), alias=i.alias or default_alias)
+            )
+        return SetTransform(inputs=tuple(inputs), transform=normalize_transform(event.transform))
+
+    def normalize_event(self, event: MetadataEvent) -> MetadataEvent:
+        """Snapshot event → block event: normalize transforms, resolve transform inputs.
+
+        Raises:
+            DatasetNotFound: a transform input that is not in this workspace.
+        """
+        if isinstance(event, SetTransform):
+            return self._normalize_inputs(event)
+        if isinstance(event, AddPushSource | SetPollingSource) and event.preprocess is not None:
+            return replace(event, preprocess=normalize_transform(event.preprocess))
+        return event
+
+    def add_snapshot(
+        self, snapshot: DatasetSnapshot, *, system_time: Timestamp | None = None
+    ) -> Dataset:
+        """Create a dataset from a snapshot: Seed, then one block per event.
+
+        All blocks share one system time (like kamu). Atomic: on any error nothing of
+        the dataset becomes visible.
+
+        Raises:
+            InvalidAlias: invalid ``snapshot.name``.
+            DatasetExists: the alias is taken.
+            DatasetNotFound: a transform input that is not in this workspace.
+            ChainRuleViolation: an event breaks a chain rule.
+        """
+        if not isinstance(snapshot, DatasetSnapshot):
+            raise WorkspaceError(f"expected a DatasetSnapshot, got {type(snapshot).__name__}")
+        alias = _parse_alias(snapshot.name)
+        events = [self.normalize_event(e) for e in snapshot.metadata]
+        when = system_time or Timestamp.now()
+        with self._locked():
+            try:
+                self.resolve(str(alias))
+            except DatasetNotFound:
+                pass
+            else:
+                raise DatasetExists(f"dataset {alias} already exists")
+            key = KeyPair.generate()
+            did = key.dataset_id
+            staging = self.root / STAGING_DIR / pending_name().lstrip(".")
+            cache = self._state_cache(did)
+            try:
+                ensure_dir(staging.parent, ops=self.ops)
+                ds = Dataset.create(self._layout(staging), state_cache=cache)
+                head: Multihash | None = None
+                seed = Seed(dataset_id=did, dataset_kind=DatasetKind(snapshot.kind))
+                for event in [seed, *events]:
+                    head = ds.commit(event, system_time=when, expected_head=head).new_head
+                ds.layout.write_alias(str(alias))
+                self.keys.save(key)
+                final = self._dataset_dir(did)
+                ensure_dir(self.datasets_dir, ops=self.ops)
+                self.ops.replace(staging, final)
+                self.ops.fsync_dir(self.datasets_dir)
+                self.ops.fsync_dir(staging.parent)
+            except Exception:
+                shutil.rmtree(staging, ignore_errors=True)
+                cache.unlink(missing_ok=True)
+                if self.keys.has(did):
+                    self.keys.retire(did)
+                raise
+            index = self._read_index()
+            index[_alias_key(alias)] = [str(alias), did.as_multibase()]
+            self._write_index(index)
+        return Dataset.open(self._layout(final), state_cache=cache)
+
+    # -- deletion ---------------------------------------------------------------------------
+
+    def delete(self, ref: str | DatasetId) -> DatasetEntry:
+        """Delete a dataset: it disappears atomically; its key is retired, not erased.
+
+        Raises:
+            InvalidAlias / InvalidDid / DatasetNotFound: see `resolve`.
+        """
+        with self._locked():
+            entry = self.resolve(ref)
+            trash = self.root / TRASH_DIR / pending_name().lstrip(".")
+            ensure_dir(trash.parent, ops=self.ops)
+            self.ops.replace(entry.path, trash)
+            self.ops.fsync_dir(self.datasets_dir)
+            index = {
+                k: v
+                for k, v in self._read_index().items()
+                if not (isinstance(v, list) and len(v) == 2 and v[1] == entry.id.as_multibase())
+            }
+            self._write_index(index)
+            self.keys.retire(entry.id)
+            self._state_cache(entry.id).unlink(missing_ok=True)
+        shutil.rmtree(trash, ignore_errors=True)
+        return entry
+
+    # -- gc ---------------------------------------------------------------------------------
+
+    def gc(
+        self,
+        *,
+        dry_run: bool = False,
+        grace_period_s: float = DEFAULT_GC_GRACE_S,
+        now: float | None = None,
+    ) -> WorkspaceGcReport:
+        """Remove objects no chain references (blocks, data, checkpoints) in every dataset.
+
+        Referenced = every block reachable from the head and every data/checkpoint file
+        those blocks name. A dataset whose chain cannot be read completely is skipped
+        (never delete what we cannot prove unreferenced).
+        """
+        report = WorkspaceGcReport()
+        current = time.time() if now is None else now
+        for entry in self.list():
+            ds = self._open(entry)
+            blocks: set[Multihash] = set()
+            data: set[Multihash] = set()
+            checkpoints: set[Multihash] = set()
+            try:
+                for h, _raw, block in ds.iter_blocks():
+                    blocks.add(h)
+                    event = block.event
+                    new_data = getattr(event, "new_data", None)
+                    new_checkpoint = getattr(event, "new_checkpoint", None)
+                    if new_data is not None:
+                        data.add(new_data.physical_hash)
+                    if new_checkpoint is not None:
+                        checkpoints.add(new_checkpoint.physical_hash)
+            except (StorageError, FbsError) as e:
+                report.skipped[entry.alias] = str(e)
+                continue
+            args: dict[str, Any] = {
+                "grace_period_s": grace_period_s,
+                "dry_run": dry_run,
+                "now": current,
+            }
+            report.blocks[entry.alias] = collect_garbage(ds.layout.blocks, blocks, **args)
+            report.data[entry.alias] = collect_garbage(ds.layout.data, data, **args)
+            report.checkpoints[entry.alias] = collect_garbage(
+                ds.layout.checkpoints, checkpoints, **args
+            )
+        removed: list[Path] = []
+        for sub in (STAGING_DIR, TRASH_DIR):
+            with contextlib.suppress(FileNotFoundError):
+                for leftover in os.scandir(self.root / sub):
+                    st = leftover.stat(follow_symlinks=False)
+                    if current - st.st_mtime >= grace_period_s:
+                        removed.append(Path(leftover.path))
+                        if not dry_run:
+                            shutil.rmtree(leftover.path, ignore_errors=True)
+        return replace(report, staging_removed=tuple(sorted(removed)))

@@ -1,0 +1,28 @@
+"""One engine process (one Spark JVM) shared by the whole test session."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from engine.client import EngineClient
+from engine.process import EngineProcess, start_engine_process
+
+
+@pytest.fixture(scope="session")
+def engine_process(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EngineProcess]:
+    """A real engine server subprocess on a free loopback port (local[2], 1 GiB driver)."""
+    log = tmp_path_factory.mktemp("engine-log") / "engine.log"
+    proc = start_engine_process(master="local[2]", driver_memory="1g", log_path=log)
+    try:
+        yield proc
+    finally:
+        proc.stop()
+
+
+@pytest.fixture(scope="session")
+def engine(engine_process: EngineProcess) -> Iterator[EngineClient]:
+    """A client of the shared engine."""
+    with EngineClient(engine_process.address, timeout=300.0) as client:
+        yield client
