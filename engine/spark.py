@@ -161,9 +161,14 @@ def create_session(settings: SparkSettings | None = None) -> SparkSession:
     # bind to another interface.
     os.environ.setdefault("SPARK_LOCAL_IP", settings.driver_host)
     builder = SparkSession.builder
-    for key, value in settings.conf(_write_log_config()).items():
-        builder = builder.config(key, value)
-    session = builder.getOrCreate()
+    log_config = _write_log_config()
+    try:
+        for key, value in settings.conf(log_config).items():
+            builder = builder.config(key, value)
+        session = builder.getOrCreate()
+    finally:
+        # log4j reads its configuration once, while the JVM starts.
+        log_config.unlink(missing_ok=True)
     session.sparkContext.setLogLevel("ERROR")
     # PySpark logs every captured SQL error with its JVM stack trace; the engine reports
     # query errors to the caller instead.

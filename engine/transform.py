@@ -249,8 +249,13 @@ def _finish_output(result: DataFrame, request: TransformRequest) -> DataFrame:
         )
         .withColumn(vocab.system_time_column, F.timestamp_micros(F.lit(system_time_micros)))
     )
-    ordered = [vocab.offset_column, op_name, vocab.system_time_column, *rest]
-    return result.select(*[F.col(quote_identifier(c)) for c in ordered])
+    return result.select(
+        F.col(quote_identifier(vocab.offset_column)),
+        # Written under the vocabulary's spelling even if the query used another case.
+        F.col(quote_identifier(op_name)).alias(vocab.operation_type_column),
+        F.col(quote_identifier(vocab.system_time_column)),
+        *[F.col(quote_identifier(c)) for c in rest],
+    )
 
 
 def _parquet_num_rows(path: str) -> int:

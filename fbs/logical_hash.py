@@ -225,8 +225,6 @@ def _hash_mask(mask: _Mask | None) -> pa.BooleanArray | None:
 
 # -- vectorized hash streams ------------------------------------------------------------
 
-_BINARY_LIKE: Final = ("binary", "string", "large_binary", "large_string")
-
 
 def _kind(t: pa.DataType) -> str:
     types = pa.types
@@ -423,7 +421,11 @@ def _stream_bytes(array: pa.Array, mask: _Mask | None) -> Any:
 
 
 def _payload_bytes(array: pa.Array, kind: str) -> int:
-    """Cheap size estimate of a chunk's variable-size payload (for chunk splitting)."""
+    """Cheap size estimate of a chunk's variable-size payload (for chunk splitting).
+
+    Binaries count data bytes; lists count first-level items (a lower bound: a list's
+    items are not split further, so one huge list stays one chunk).
+    """
     if kind in ("binary", "large_binary", "list"):
         bounds = _offsets(array)
         return int(bounds[len(array)].as_py() - bounds[0].as_py())

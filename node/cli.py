@@ -147,7 +147,8 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 
 def cmd_log(args: argparse.Namespace) -> int:
-    from fbs.manifest import block_to_plain, event_summary
+    from fbs.manifest import to_plain
+    from node.describe import event_summary
 
     ws = _open_workspace(args)
     ds = ws.resolve(args.dataset)
@@ -169,7 +170,7 @@ def cmd_log(args: argparse.Namespace) -> int:
         ]
         render(rows, "table", columns=["seq", "system_time", "event", "summary", "hash"])
     else:
-        data = [{"blockHash": str(h), "block": block_to_plain(b)} for h, b in entries]
+        data = [{"blockHash": str(h), "block": to_plain(b)} for h, b in entries]
         render(data, args.output_format)
     return EXIT_OK
 
@@ -230,31 +231,36 @@ def cmd_block_encode(args: argparse.Namespace) -> int:
     from fbs.manifest import load_block_yaml
 
     text = _read_input(args.manifest)
-    block, yaml_version = load_block_yaml(text)
-    version = args.block_version or yaml_version or 2
+    loaded = load_block_yaml(text)
+    version = args.block_version or loaded.version or 2
+    block = loaded.block
     data = encode_block(block, version=version)
+    h = block_hash(data)
+    if args.output == "-":
+        # Binary on stdout for pipes; the hash goes to stderr so the pipe stays clean.
+        sys.stdout.buffer.write(data)
+        sys.stdout.flush()
+        sys.stderr.write(f"{h}\n")
+        return EXIT_OK
     if args.output:
         from storage.fsutil import write_file_durably
 
         write_file_durably(Path(args.output), data)
-    elif not sys.stdout.isatty():
-        # Binary to a pipe only when asked: the hash goes to stderr so the pipe stays clean.
-        sys.stdout.buffer.write(data)
-        sys.stdout.flush()
-        sys.stderr.write(str(block_hash(data)) + "\n")
-        return EXIT_OK
-    print(block_hash(data))
+    print(h)
     return EXIT_OK
 
 
 def cmd_block_decode(args: argparse.Namespace) -> int:
     from fbs.codec import block_hash, decode_block_versioned
-    from fbs.manifest import dump_block_json, dump_block_yaml
+    from fbs.manifest import dump_block_yaml, dumps_json
 
     data = sys.stdin.buffer.read() if args.file == "-" else Path(args.file).read_bytes()
-    block, version = decode_block_versioned(data)
+    try:
+        block, version = decode_block_versioned(data)
+    except MalformedBlock as e:
+        raise type(e)(f"{args.file}: not a valid ODF block: {e}") from None
     if args.output_format == "json":
-        sys.stdout.write(dump_block_json(block, version=version) + "\n")
+        sys.stdout.write(dumps_json(block, version=version, indent=2) + "\n")
     else:
         sys.stdout.write(dump_block_yaml(block, version=version))
     sys.stderr.write(f"# hash: {block_hash(data)}\n")
@@ -290,7 +296,9 @@ def _read_input(path: str) -> str:
 
 def _add_format(p: argparse.ArgumentParser, choices: Sequence[str], default: str) -> None:
     p.add_argument(
-        "--output-format", choices=list(choices), default=default,
+        "--output-format",
+        choices=list(choices),
+        default=default,
         help=f"output format (default: {default})",
     )
 
@@ -301,12 +309,16 @@ def build_parser() -> argparse.ArgumentParser:
         prog="odf", description="odf-node: an Open Data Fabric repository node"
     )
     parser.add_argument(
-        "--workspace", "-w", metavar="DIR",
+        "--workspace",
+        "-w",
+        metavar="DIR",
         help=f"workspace directory (default: ${WORKSPACE_ENV} or search upwards from cwd)",
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    def cmd(name: str, fn: Callable[[argparse.Namespace], int], help: str) -> argparse.ArgumentParser:
+    def cmd(
+        name: str, fn: Callable[[argparse.Namespace], int], help: str
+    ) -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=help, description=help)
         p.set_defaults(func=fn)
         return p
@@ -343,9 +355,19 @@ def build_parser() -> argparse.ArgumentParser:
     p = bsub.add_parser("encode", help="encode a MetadataBlock YAML manifest to binary")
     p.set_defaults(func=cmd_block_encode)
     p.add_argument("manifest", help="MetadataBlock manifest (YAML), or - for stdin")
-    p.add_argument("--block-version", type=int, choices=[2, 3], default=None,
-                   help="binary layout version (default: the manifest's, else 2)")
-    p.add_argument("-o", "--output", metavar="FILE", help="write the block to FILE")
+    p.add_argument(
+        "--block-version",
+        type=int,
+        choices=[2, 3],
+        default=None,
+        help="binary layout version (default: the manifest's, else 2)",
+    )
+    p.add_argument(
+        "-o",
+        "--output",
+        metavar="FILE",
+        help="write the binary block to FILE (- for stdout); the hash is always printed",
+    )
     p = bsub.add_parser("decode", help="decode a binary block to YAML/JSON")
     p.set_defaults(func=cmd_block_decode)
     p.add_argument("file", help="binary block file, or - for stdin")

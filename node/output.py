@@ -34,16 +34,16 @@ def render(
     elif fmt == "yaml":
         import yaml
 
-        out.write(yaml.safe_dump(data, sort_keys=False, allow_unicode=True, default_flow_style=False))
+        out.write(
+            yaml.safe_dump(data, sort_keys=False, allow_unicode=True, default_flow_style=False)
+        )
     elif fmt == "table":
         _render_table(data, columns, title, out)
     else:
         raise ValueError(f"unknown output format {fmt!r}")
 
 
-def _render_table(
-    rows: Any, columns: Sequence[str] | None, title: str | None, out: TextIO
-) -> None:
+def _render_table(rows: Any, columns: Sequence[str] | None, title: str | None, out: TextIO) -> None:
     from rich.console import Console
     from rich.table import Table
 

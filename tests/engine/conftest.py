@@ -18,7 +18,8 @@ def engine_process(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EngineP
     try:
         yield proc
     finally:
-        proc.stop()
+        code = proc.stop()
+    assert code == 0, f"engine did not shut down cleanly (exit {code}); log: {log}"
 
 
 @pytest.fixture(scope="session")

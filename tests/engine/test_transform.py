@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import grpc
@@ -26,7 +27,7 @@ from fbs.model.engine import (
     TransformResponseRoot,
     TransformResponseSuccess,
 )
-from fbs.model.events import OffsetInterval
+from fbs.model.events import DatasetVocabulary, OffsetInterval
 from tests.engine.helpers import (
     BASE_MS,
     SYSTEM_TIME,
@@ -404,3 +405,33 @@ def test_stream_progress_then_result_and_malformed_request(engine_process: Engin
     assert len(values) == 2
     assert isinstance(values[1], TransformResponseInternalError)
     assert "malformed" in values[1].message
+
+
+def test_custom_vocabulary_and_date_event_time(
+    engine: EngineClient, tmp_path: Path, city_input: tuple[Path, Path]
+) -> None:
+    data, schema = city_input
+    inp = make_input(
+        seed=b"cities", alias="cities", paths=[data], schema_file=schema, interval=(0, 1)
+    )
+    req = dataclasses.replace(
+        make_request(
+            tmp_path / "out",
+            [inp],
+            # "offset" is a plain column under this vocabulary; OP matches "op" in any case.
+            query="SELECT CAST(event_time AS DATE) AS day, offset, op AS OP, city FROM cities",
+        ),
+        vocab=DatasetVocabulary(
+            offset_column="off",
+            operation_type_column="op",
+            system_time_column="sys",
+            event_time_column="day",
+        ),
+    )
+    res = _success(engine.execute_transform(req))
+    assert res.new_offset_interval == OffsetInterval(start=0, end=1)
+    out = pq.read_table(tmp_path / "out" / "data")
+    assert out.column_names == ["off", "op", "sys", "day", "offset", "city"]
+    assert out.schema.field("day").type == pa.date32()
+    assert out.schema.field("sys").type == TS_MS_UTC
+    assert out.column("offset").to_pylist() == [0, 1]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import multiprocessing
+from multiprocessing.synchronize import Event
 from pathlib import Path
 
 from fbs.model import SetInfo
@@ -16,7 +17,7 @@ WORKERS = 4
 APPENDS_PER_WORKER = 25
 
 
-def _worker(root: str, worker: int, start: multiprocessing.synchronize.Event) -> None:  # type: ignore[name-defined]
+def _worker(root: str, worker: int, start: Event) -> None:
     ds = Dataset(DatasetLayout(Path(root) / "ds"), state_cache=Path(root) / "cache" / "state.json")
     start.wait()
     for j in range(APPENDS_PER_WORKER):

@@ -115,9 +115,9 @@ def test_data_problems(tmp_path: Path) -> None:
     ds, hashes = sound(tmp_path)
     _, b2 = ds.get_block(hashes[2])
     _, b3 = ds.get_block(hashes[3])
-    d2 = b2.event.new_data  # type: ignore[union-attr]
-    d3 = b3.event.new_data  # type: ignore[union-attr]
-    cp = b2.event.new_checkpoint  # type: ignore[union-attr]
+    assert isinstance(b2.event, AddData) and isinstance(b3.event, AddData)
+    d2, d3, cp = b2.event.new_data, b3.event.new_data, b2.event.new_checkpoint
+    assert d2 is not None and d3 is not None and cp is not None
     path = _writable(ds.layout.data.path_of(d2.physical_hash))
     path.write_bytes(b"X" + path.read_bytes()[1:])  # same size, other bytes
     ds.layout.data.delete(d3.physical_hash)
