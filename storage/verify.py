@@ -17,11 +17,8 @@ import enum
 from dataclasses import dataclass
 from typing import Final
 
-import pyarrow.parquet as pq
-
 from fbs.codec import decode_block
 from fbs.errors import FbsError, MalformedBlock
-from fbs.logical_hash import logical_hash
 from fbs.model import AddData, ExecuteTransform, MetadataBlock
 from fbs.multiformats import Multihash
 from storage.chain import ChainState, validate_append
@@ -32,6 +29,7 @@ from storage.errors import (
     ObjectNotFound,
     StorageError,
 )
+from storage.hashing import logical_hash_parquet
 from storage.object_store import DiskObjectStore
 
 __all__ = [
@@ -44,8 +42,6 @@ __all__ = [
 
 #: Stop collecting after this many problems (a wrecked dataset needs no full list).
 DEFAULT_MAX_PROBLEMS: Final = 1000
-#: Rows per batch when re-reading Parquet for the logical hash (as kamu).
-LOGICAL_HASH_BATCH_ROWS: Final = 10_000
 
 
 class ProblemKind(enum.StrEnum):
@@ -203,14 +199,13 @@ def _check_object(
 
 
 def _logical_hash_of(store: DiskObjectStore, h: Multihash) -> Multihash:
-    """Recompute a data file's logical hash (arrow-digest V0 over its Arrow schema).
+    """Recompute a data file's logical hash as kamu does (`storage.hashing`).
 
     Raises:
-        Exception: whatever pyarrow raises for a non-Parquet file (caller reports it).
+        InvalidDataFile: not Parquet; UnsupportedDataType: unhashable column; OSError.
     """
     with store.open(h) as f:
-        pf = pq.ParquetFile(f)
-        return logical_hash(pf.schema_arrow, pf.iter_batches(batch_size=LOGICAL_HASH_BATCH_ROWS))
+        return logical_hash_parquet(f)
 
 
 def verify_integrity(
