@@ -19,8 +19,10 @@ Tree::
         ├── InvalidTimestamp      an impossible / unparsable timestamp
         ├── InvalidValue          a model value the schema cannot encode (type, range, absent)
         ├── UnsupportedDataType   an Arrow type the logical hash cannot digest
-        └── LogicalHashError      misuse of a logical-hash digest
-            └── DataSchemaMismatch    a batch/array that does not match the hashed schema
+        ├── LogicalHashError      misuse of a logical-hash digest
+        │   └── DataSchemaMismatch    a batch/array that does not match the hashed schema
+        └── SchemaConversionError an Arrow type with no ODF schema equivalent (or back)
+            └── InvalidDdlSchema      a DDL column definition that cannot be parsed
 """
 
 from __future__ import annotations
@@ -111,3 +113,11 @@ class ManifestFieldError(ManifestError):
 
 class ManifestLimitExceeded(ManifestError):
     """A manifest exceeded a named limit (document size, nesting depth, node count)."""
+
+
+class SchemaConversionError(FbsError, ValueError):
+    """An Arrow type with no RFC-016 (ODF schema) equivalent, or an ODF type Arrow lacks."""
+
+
+class InvalidDdlSchema(SchemaConversionError):
+    """A DDL column definition (``ddlSchema``) that cannot be parsed; names the definition."""

@@ -8,11 +8,9 @@ that ``odf --help`` and simple commands start fast.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
 
 from fbs.errors import (
     FbsError,
@@ -21,6 +19,18 @@ from fbs.errors import (
     MalformedBlock,
     ManifestError,
     OdfError,
+)
+from node.cli_util import (
+    EXIT_CONFLICT,
+    EXIT_INTERNAL,
+    EXIT_INVALID,
+    EXIT_NOT_FOUND,
+    EXIT_OK,
+    EXIT_USAGE,
+    EXIT_VERIFY_FAILED,
+    WORKSPACE_ENV,
+    open_workspace,
+    workspace_dir,
 )
 from node.errors import UsageError, VerificationFailed
 from node.output import OUTPUT_FORMATS, render
@@ -35,17 +45,6 @@ from storage.errors import (
     RefNotFound,
     WorkspaceNotFound,
 )
-
-EXIT_OK = 0
-EXIT_INTERNAL = 1
-EXIT_USAGE = 2
-EXIT_NOT_FOUND = 3
-EXIT_INVALID = 4
-EXIT_VERIFY_FAILED = 5
-EXIT_CONFLICT = 6
-
-#: Environment variable naming the workspace directory (default: search upwards from cwd).
-WORKSPACE_ENV = "ODF_WORKSPACE"
 
 
 def exit_code_for(error: BaseException) -> int:
@@ -79,28 +78,13 @@ def _err(msg: str) -> None:
     sys.stderr.write(f"odf: error: {msg}\n")
 
 
-# -- workspace helpers ----------------------------------------------------------------
-
-
-def _workspace_dir(args: argparse.Namespace) -> Path | None:
-    value = args.workspace or os.environ.get(WORKSPACE_ENV)
-    return Path(value) if value else None
-
-
-def _open_workspace(args: argparse.Namespace) -> Any:
-    from storage.workspace import Workspace
-
-    start = _workspace_dir(args)
-    return Workspace.open(start if start is not None else Path.cwd())
-
-
 # -- commands ---------------------------------------------------------------------------
 
 
 def cmd_init(args: argparse.Namespace) -> int:
     from storage.workspace import Workspace
 
-    root = _workspace_dir(args) or Path.cwd()
+    root = workspace_dir(args) or Path.cwd()
     ws = Workspace.init(root, exist_ok=args.exist_ok)
     print(f"Initialized an empty workspace in {ws.odf_dir}")
     return EXIT_OK
@@ -109,7 +93,7 @@ def cmd_init(args: argparse.Namespace) -> int:
 def cmd_add(args: argparse.Namespace) -> int:
     from fbs.manifest import load_snapshot_yaml
 
-    ws = _open_workspace(args)
+    ws = open_workspace(args)
     snapshots = []
     for path in args.manifest:
         text = _read_input(path)
@@ -124,7 +108,7 @@ def cmd_add(args: argparse.Namespace) -> int:
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    ws = _open_workspace(args)
+    ws = open_workspace(args)
     rows = []
     for entry in ws.list():
         ds = ws.get(entry.dataset_id)
@@ -150,7 +134,7 @@ def cmd_log(args: argparse.Namespace) -> int:
     from fbs.manifest import to_plain
     from node.describe import event_summary
 
-    ws = _open_workspace(args)
+    ws = open_workspace(args)
     ds = ws.resolve(args.dataset)
     entries = []
     for n, (h, block) in enumerate(ds.iter_blocks()):
@@ -176,7 +160,7 @@ def cmd_log(args: argparse.Namespace) -> int:
 
 
 def cmd_delete(args: argparse.Namespace) -> int:
-    ws = _open_workspace(args)
+    ws = open_workspace(args)
     ds = ws.resolve(args.dataset)
     if not args.yes and sys.stdin.isatty():
         answer = input(f"Delete dataset {args.dataset} ({ds.dataset_id})? [y/N] ")
@@ -196,7 +180,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
         sys.stderr.write(
             "odf: note: transform replay needs the engine; running --integrity checks only\n"
         )
-    ws = _open_workspace(args)
+    ws = open_workspace(args)
     refs = [ws.resolve(r) for r in args.dataset] if args.dataset else ws.all_datasets()
     failed = []
     results = []
@@ -219,7 +203,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
 
 def cmd_gc(args: argparse.Namespace) -> int:
-    ws = _open_workspace(args)
+    ws = open_workspace(args)
     report = ws.gc(dry_run=args.dry_run)
     verb = "Would delete" if args.dry_run else "Deleted"
     print(f"{verb} {report.deleted_count} unreferenced object(s), {report.deleted_bytes} bytes")
@@ -382,6 +366,12 @@ def build_parser() -> argparse.ArgumentParser:
     p = hsub.add_parser("physical", help="physical hash of any file (f1620...)")
     p.set_defaults(func=cmd_hash_physical)
     p.add_argument("file")
+    import importlib
+
+    from node.commands import COMMAND_MODULES
+
+    for name in COMMAND_MODULES:
+        importlib.import_module(name).register(sub)
     return parser
 
 

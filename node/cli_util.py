@@ -1,0 +1,40 @@
+"""Helpers shared by the ``odf`` sub-commands (workspace lookup, exit codes)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from storage.workspace import Workspace
+
+EXIT_OK = 0
+EXIT_INTERNAL = 1
+EXIT_USAGE = 2
+EXIT_NOT_FOUND = 3
+EXIT_INVALID = 4
+EXIT_VERIFY_FAILED = 5
+EXIT_CONFLICT = 6
+
+#: Environment variable naming the workspace directory (default: search upwards from cwd).
+WORKSPACE_ENV = "ODF_WORKSPACE"
+
+
+def workspace_dir(args: argparse.Namespace) -> Path | None:
+    """The workspace directory given by ``--workspace`` or ``$ODF_WORKSPACE``, if any."""
+    value = getattr(args, "workspace", None) or os.environ.get(WORKSPACE_ENV)
+    return Path(value) if value else None
+
+
+def open_workspace(args: argparse.Namespace) -> Workspace:
+    """Open the workspace named by the arguments, else the nearest one upwards from cwd.
+
+    Raises:
+        WorkspaceNotFound: when there is none.
+    """
+    from storage.workspace import Workspace
+
+    start = workspace_dir(args)
+    return Workspace.open(start if start is not None else Path.cwd())
