@@ -86,7 +86,7 @@ def cmd_init(args: argparse.Namespace) -> int:
 
     root = workspace_dir(args) or Path.cwd()
     ws = Workspace.init(root, exist_ok=args.exist_ok)
-    print(f"Initialized an empty workspace in {ws.odf_dir}")
+    print(f"Initialized an empty workspace in {ws.root}")
     return EXIT_OK
 
 
@@ -103,7 +103,7 @@ def cmd_add(args: argparse.Namespace) -> int:
             raise ManifestError(f"{path}: {e}") from None
     for snap in snapshots:
         ds = ws.add_snapshot(snap)
-        print(f"Added {snap.name} ({ds.dataset_id}) head {ds.head()}")
+        print(f"Added {snap.name} ({ds.id}) head {ds.head()}")
     return EXIT_OK
 
 
@@ -111,20 +111,20 @@ def cmd_list(args: argparse.Namespace) -> int:
     ws = open_workspace(args)
     rows = []
     for entry in ws.list():
-        ds = ws.get(entry.dataset_id)
-        info = ds.summary()
+        state = ws.get(entry.id).state()
         rows.append(
             {
                 "alias": entry.alias,
-                "id": str(entry.dataset_id),
-                "kind": info.kind,
-                "head": str(info.head),
-                "blocks": info.num_blocks,
-                "records": info.num_records,
+                "id": str(entry.id),
+                "kind": state.kind.name if state else "",
+                "head": str(state.head) if state else "",
+                "blocks": state.num_blocks if state else 0,
+                "records": state.num_records if state else 0,
+                "size": state.data_size if state else 0,
             }
         )
     if args.output_format == "table":
-        render(rows, "table", columns=["alias", "kind", "blocks", "records", "head"])
+        render(rows, "table", columns=["alias", "kind", "blocks", "records", "size", "head"])
     else:
         render(rows, args.output_format)
     return EXIT_OK
@@ -135,9 +135,9 @@ def cmd_log(args: argparse.Namespace) -> int:
     from node.describe import event_summary
 
     ws = open_workspace(args)
-    ds = ws.resolve(args.dataset)
+    ds = ws.get(args.dataset)
     entries = []
-    for n, (h, block) in enumerate(ds.iter_blocks()):
+    for n, (h, _raw, block) in enumerate(ds.iter_blocks()):
         if args.limit is not None and n >= args.limit:
             break
         entries.append((h, block))
@@ -145,7 +145,7 @@ def cmd_log(args: argparse.Namespace) -> int:
         rows = [
             {
                 "seq": b.sequence_number,
-                "system_time": b.system_time.to_rfc3339(),
+                "system_time": b.system_time.to_datetime().strftime("%Y-%m-%d %H:%M:%S"),
                 "event": type(b.event).__name__,
                 "summary": event_summary(b.event),
                 "hash": str(h) if args.full_hashes else h.short(),
@@ -161,9 +161,9 @@ def cmd_log(args: argparse.Namespace) -> int:
 
 def cmd_delete(args: argparse.Namespace) -> int:
     ws = open_workspace(args)
-    ds = ws.resolve(args.dataset)
+    entry = ws.resolve(args.dataset)
     if not args.yes and sys.stdin.isatty():
-        answer = input(f"Delete dataset {args.dataset} ({ds.dataset_id})? [y/N] ")
+        answer = input(f"Delete dataset {entry.alias} ({entry.id})? [y/N] ")
         if answer.strip().lower() not in ("y", "yes"):
             print("Aborted")
             return EXIT_USAGE
@@ -181,24 +181,48 @@ def cmd_verify(args: argparse.Namespace) -> int:
             "odf: note: transform replay needs the engine; running --integrity checks only\n"
         )
     ws = open_workspace(args)
-    refs = [ws.resolve(r) for r in args.dataset] if args.dataset else ws.all_datasets()
-    failed = []
-    results = []
-    for ds in refs:
-        report = verify_integrity(ds)
-        results.append(report.to_plain())
-        if not report.ok:
-            failed.append(report)
+    entries = [ws.resolve(r) for r in args.dataset] if args.dataset else ws.list()
+    results: list[dict[str, Any]] = []
+    for entry in entries:
+        report = verify_integrity(ws.get(entry.id))
+        results.append(
+            {
+                "dataset": entry.alias,
+                "id": str(entry.id),
+                "ok": report.ok,
+                "head": str(report.head) if report.head else None,
+                "blocks": report.blocks_checked,
+                "objects": report.objects_checked,
+                "problems": [
+                    {
+                        "kind": str(p.kind),
+                        "message": p.message,
+                        "block": str(p.block_hash) if p.block_hash else None,
+                        "sequenceNumber": p.sequence_number,
+                        "object": str(p.object_hash) if p.object_hash else None,
+                        "rule": p.rule,
+                    }
+                    for p in report.problems
+                ],
+            }
+        )
     if args.output_format == "table":
         for r in results:
             status = "OK" if r["ok"] else "FAILED"
             print(f"{r['dataset']}: {status} ({r['blocks']} blocks, {r['objects']} objects)")
             for problem in r["problems"]:
-                print(f"  - {problem}")
+                where = (
+                    f" (block #{problem['sequenceNumber']})"
+                    if problem["sequenceNumber"] is not None
+                    else ""
+                )
+                print(f"  - {problem['kind']}{where}: {problem['message']}")
     else:
         render(results, args.output_format)
+    failed = [r for r in results if not r["ok"]]
     if failed:
-        raise VerificationFailed(f"{len(failed)} dataset(s) failed verification", failed)
+        names = ", ".join(r["dataset"] for r in failed)
+        raise VerificationFailed(f"verification failed: {names}", failed)
     return EXIT_OK
 
 
@@ -206,7 +230,12 @@ def cmd_gc(args: argparse.Namespace) -> int:
     ws = open_workspace(args)
     report = ws.gc(dry_run=args.dry_run)
     verb = "Would delete" if args.dry_run else "Deleted"
-    print(f"{verb} {report.deleted_count} unreferenced object(s), {report.deleted_bytes} bytes")
+    count = sum(
+        len(r.deleted) for d in (report.blocks, report.data, report.checkpoints) for r in d.values()
+    )
+    print(f"{verb} {count} unreferenced object(s), {report.bytes_freed} bytes")
+    for alias, reason in report.skipped.items():
+        sys.stderr.write(f"odf: warning: skipped {alias}: {reason}\n")
     return EXIT_OK
 
 
