@@ -12,7 +12,9 @@ Tree::
         │   └── ToolMissing         an external tool (podman/docker) is not installed
         ├── PrepareError        a prepare step (decompress, pipe) failed
         ├── MergeError          input that a merge strategy cannot merge
-        └── UnsupportedFormat   a fetch/read/prepare kind this node does not implement
+        ├── UnsupportedFormat   a fetch/read/prepare kind this node does not implement
+        ├── PreprocessError     the preprocess SQL failed on the engine (names the query error)
+        └── SourceNotFound      no push/polling source of that name (or none at all)
 """
 
 from __future__ import annotations
@@ -85,3 +87,11 @@ class MergeError(IngestError, ValueError):
 
 class UnsupportedFormat(IngestError):
     """A fetch/prepare/read kind this node does not implement."""
+
+
+class PreprocessError(IngestError):
+    """The preprocess transform failed on the engine (invalid SQL, engine error)."""
+
+
+class SourceNotFound(IngestError):
+    """A dataset without the push/polling source an ingest asked for."""
