@@ -1,0 +1,189 @@
+"""Exactly-once ingest: an ingest killed at any point and re-run neither loses nor duplicates.
+
+Two kinds of death: `storage.faults.CrashAt` at every mutating file operation of a pull
+(with and without simulated power loss), and real SIGKILLs of a child process before and
+after each commit and after the slice was written.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from fbs.model import (
+    AddPushSource,
+    DatasetKind,
+    DatasetSnapshot,
+    FetchStepFilesGlob,
+    MergeStrategyAppend,
+    ReadStepCsv,
+    SetPollingSource,
+)
+from node.ingest.pipeline import ingest, pull, read_changelog
+from storage.dataset import Dataset
+from storage.faults import CrashAt, SimulatedCrash
+from storage.verify import verify_integrity
+from storage.workspace import Workspace
+
+DDL = ("event_time TIMESTAMP", "id BIGINT")
+FILES = 3
+ROWS_PER_FILE = 2
+EXPECTED = list(range(FILES * ROWS_PER_FILE))
+PROJECT = Path(__file__).resolve().parents[3]
+
+
+def make_base(tmp_path: Path) -> Path:
+    """A workspace with a FilesGlob polling dataset and its inbox; returns the project dir."""
+    root = tmp_path / "base"
+    inbox = root / "inbox"
+    inbox.mkdir(parents=True)
+    for f in range(FILES):
+        lines = ["event_time,id"]
+        for r in range(ROWS_PER_FILE):
+            lines.append(f"2020-01-0{f + 1}T00:00:00Z,{f * ROWS_PER_FILE + r}")
+        (inbox / f"part-{f}.csv").write_text("\n".join(lines) + "\n")
+    ws = Workspace.init(root)
+    src = SetPollingSource(
+        fetch=FetchStepFilesGlob(path=str(inbox / "*.csv")),
+        read=ReadStepCsv(header=True, ddl_schema=DDL),
+        merge=MergeStrategyAppend(),
+    )
+    ws.add_snapshot(DatasetSnapshot(name="pop", kind=DatasetKind.Root, metadata=(src,)))
+    return root
+
+
+def copy_of(base: Path, dest: Path) -> Path:
+    # The source glob names the original inbox: read-only input shared by all copies.
+    shutil.copytree(base, dest)
+    return dest
+
+
+def ids(ds: Dataset) -> list[int]:
+    t = read_changelog(ds)
+    return [] if t is None else sorted(t.column("id").to_pylist())
+
+
+def pull_until_up_to_date(ds: Dataset) -> None:
+    for _ in range(5):
+        if pull(ds).up_to_date:
+            return
+    raise AssertionError("pull never reported up to date")
+
+
+def count_ops(base: Path, tmp_path: Path) -> int:
+    probe = CrashAt(None)
+    ws = Workspace.open(copy_of(base, tmp_path / "probe"), ops=probe)
+    res = pull(ws.get("pop"))
+    assert res.num_records == len(EXPECTED)
+    return probe.count
+
+
+@pytest.mark.parametrize("power_loss", [False, True])
+def test_crash_at_every_file_operation_then_rerun(tmp_path: Path, power_loss: bool) -> None:
+    base = make_base(tmp_path)
+    total = count_ops(base, tmp_path)
+    assert total > 4  # schema commit + data commit, each several durable steps
+    for n in range(1, total + 1):
+        here = copy_of(base, tmp_path / f"crash-{n}")
+        crash = CrashAt(n)
+        with pytest.raises(SimulatedCrash):
+            pull(Workspace.open(here, ops=crash).get("pop"))
+        if power_loss:
+            crash.power_loss()
+        ds = Workspace.open(here).get("pop")
+        assert ids(ds) in ([], EXPECTED), f"partial data after crash at op {n}"
+        pull_until_up_to_date(ds)
+        assert ids(ds) == EXPECTED, f"crash at op {n}"
+        assert verify_integrity(ds).ok
+
+
+def test_push_ingest_is_all_or_nothing(tmp_path: Path) -> None:
+    root = tmp_path / "push"
+    ws = Workspace.init(root)
+    src = AddPushSource(
+        source_name="default",
+        read=ReadStepCsv(header=True, ddl_schema=DDL),
+        merge=MergeStrategyAppend(),
+    )
+    ws.add_snapshot(DatasetSnapshot(name="pop", kind=DatasetKind.Root, metadata=(src,)))
+    data = tmp_path / "in.csv"
+    data.write_text("event_time,id\n2020-01-01T00:00:00Z,0\n2020-01-01T00:00:00Z,1\n")
+    probe = CrashAt(None)
+    ingest(Workspace.open(copy_of(root, tmp_path / "probe"), ops=probe).get("pop"), [data])
+    for n in range(1, probe.count + 1):
+        here = copy_of(root, tmp_path / f"c{n}")
+        crash = CrashAt(n)
+        with pytest.raises(SimulatedCrash):
+            ingest(Workspace.open(here, ops=crash).get("pop"), [data])
+        crash.power_loss()
+        ds = Workspace.open(here).get("pop")
+        # Either nothing or everything is visible; a caller re-runs only in the first case.
+        if ids(ds) == []:
+            ingest(ds, [data])
+        assert ids(ds) == [0, 1], f"crash at op {n}"
+
+
+KILLER = textwrap.dedent(
+    """
+    import os, signal, sys
+    from pathlib import Path
+    from storage.dataset import Dataset
+    from node.ingest import writer
+    point = sys.argv[2]
+    calls = {"commit": 0}
+    original_commit = Dataset.commit
+    original_close = writer.SliceWriter.close
+
+    def die():
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    def commit(self, event, **kw):
+        calls["commit"] += 1
+        if point == f"before-commit-{calls['commit']}":
+            die()
+        result = original_commit(self, event, **kw)
+        if point == f"after-commit-{calls['commit']}":
+            die()
+        return result
+
+    def close(self):
+        result = original_close(self)
+        if point == "after-slice":
+            die()
+        return result
+
+    Dataset.commit = commit
+    writer.SliceWriter.close = close
+    from storage.workspace import Workspace
+    from node.ingest.pipeline import pull
+    pull(Workspace.open(Path(sys.argv[1])).get("pop"))
+    """
+)
+
+
+@pytest.mark.parametrize(
+    "point",
+    ["after-slice", "before-commit-1", "after-commit-1", "before-commit-2", "after-commit-2"],
+)
+def test_sigkill_then_rerun(tmp_path: Path, point: str) -> None:
+    here = make_base(tmp_path)
+    env = dict(os.environ, PYTHONPATH=str(PROJECT))
+    proc = subprocess.run(
+        [sys.executable, "-c", KILLER, str(here), point],
+        env=env,
+        capture_output=True,
+        timeout=120,
+    )
+    assert proc.returncode == -signal.SIGKILL, proc.stderr.decode()[-2000:]
+    ds = Workspace.open(here).get("pop")
+    assert ids(ds) in ([], EXPECTED)
+    pull_until_up_to_date(ds)
+    assert ids(ds) == EXPECTED
+    assert verify_integrity(ds).ok

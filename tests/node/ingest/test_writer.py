@@ -1,0 +1,116 @@
+"""Committed slice format: columns, types, order, Parquet options, hashes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from fbs.model import DatasetVocabulary, OffsetInterval, Timestamp
+from node.ingest.errors import SchemaError
+from node.ingest.writer import SliceWriter, slice_schema, write_slice
+from storage.hashing import logical_hash_parquet, physical_hash_file
+
+T0 = Timestamp.parse_rfc3339("2024-05-01T10:00:00Z")
+
+
+def merged(n: int = 3) -> pa.Table:
+    return pa.table(
+        {
+            "op": pa.array([0] * n, pa.int32()),
+            "city": [f"c{i}" for i in range(n)],
+            "event_time": pa.array([i * 1_000_000 for i in range(n)], pa.timestamp("us")),
+            "population": pa.array(range(n), pa.int64()),
+        }
+    )
+
+
+def test_slice_columns_types_and_order(tmp_path: Path) -> None:
+    w = write_slice(tmp_path / "s.parquet", merged(), start_offset=10, system_time=T0)
+    t = pq.read_table(w.path)
+    assert t.column_names == ["offset", "op", "system_time", "event_time", "city", "population"]
+    assert t.schema.field("offset").type == pa.int64()
+    assert t.schema.field("op").type == pa.int32()
+    assert t.schema.field("system_time").type == pa.timestamp("ms", "UTC")
+    assert t.schema.field("event_time").type == pa.timestamp("ms", "UTC")
+    assert t.column("offset").to_pylist() == [10, 11, 12]
+    assert set(t.column("system_time").cast(pa.int64()).to_pylist()) == {T0.nanos // 1_000_000}
+    assert w.offset_interval == OffsetInterval(start=10, end=12)
+    assert w.num_records == 3
+    assert w.max_event_time == Timestamp.parse_rfc3339("1970-01-01T00:00:02Z")
+
+
+def test_parquet_options_snappy_and_dictionary_only_on_op_and_system_time(tmp_path: Path) -> None:
+    w = write_slice(tmp_path / "s.parquet", merged(), start_offset=0, system_time=T0)
+    md = pq.ParquetFile(w.path).metadata
+    rg = md.row_group(0)
+    by_name = {rg.column(i).path_in_schema: rg.column(i) for i in range(rg.num_columns)}
+    for name, col in by_name.items():
+        assert col.compression == "SNAPPY"
+        dict_encoded = any("DICTIONARY" in e for e in col.encodings)
+        assert dict_encoded == (name in ("op", "system_time")), name
+
+
+def test_hashes_match_storage_hashing(tmp_path: Path) -> None:
+    w = write_slice(tmp_path / "s.parquet", merged(), start_offset=0, system_time=T0)
+    assert w.logical_hash == logical_hash_parquet(str(w.path))
+    assert (w.physical_hash, w.size) == tuple(physical_hash_file(w.path))
+    ds = w.data_slice()
+    assert ds.size == w.path.stat().st_size
+    assert str(ds.logical_hash).startswith("f9680c00120")
+
+
+def test_same_rows_same_logical_hash_across_batching(tmp_path: Path) -> None:
+    one = write_slice(tmp_path / "a.parquet", merged(50), start_offset=0, system_time=T0)
+    sw = SliceWriter(tmp_path / "b.parquet", merged(50).schema, start_offset=0, system_time=T0)
+    for batch in merged(50).to_batches(max_chunksize=7):
+        sw.write(batch)
+    two = sw.close()
+    assert one.logical_hash == two.logical_hash
+
+
+def test_date_event_time_stays_a_date(tmp_path: Path) -> None:
+    t = pa.table({"event_time": pa.array([19000, 19001], pa.date32()), "x": [1, 2]})
+    w = write_slice(tmp_path / "d.parquet", t, start_offset=0, system_time=T0)
+    assert pq.read_schema(w.path).field("event_time").type == pa.date32()
+    assert w.max_event_time == Timestamp.from_ymd_hms(2022, 1, 9)
+
+
+def test_vocab_names_are_used(tmp_path: Path) -> None:
+    vocab = DatasetVocabulary(
+        offset_column="o",
+        operation_type_column="kind",
+        system_time_column="st",
+        event_time_column="when",
+    )
+    t = pa.table({"when": pa.array([0], pa.timestamp("ms", "UTC")), "x": [1]})
+    w = write_slice(tmp_path / "v.parquet", t, start_offset=0, system_time=T0, vocab=vocab)
+    assert pq.read_schema(w.path).names == ["o", "kind", "st", "when", "x"]
+
+
+@pytest.mark.parametrize(
+    ("table", "match"),
+    [
+        (pa.table({"x": [1]}), "no event time"),
+        (pa.table({"event_time": ["2020"], "x": [1]}), "timestamp or a date"),
+        (pa.table({"event_time": pa.array([0], pa.timestamp("ms")), "offset": [1]}), "system"),
+    ],
+)
+def test_bad_slices_are_refused(tmp_path: Path, table: pa.Table, match: str) -> None:
+    with pytest.raises(SchemaError, match=match):
+        write_slice(tmp_path / "x.parquet", table, start_offset=0, system_time=T0)
+
+
+def test_null_event_time_is_refused_and_file_removed(tmp_path: Path) -> None:
+    t = pa.table({"event_time": pa.array([None], pa.timestamp("ms", "UTC")), "x": [1]})
+    with pytest.raises(SchemaError, match="null"):
+        write_slice(tmp_path / "n.parquet", t, start_offset=0, system_time=T0)
+    assert not (tmp_path / "n.parquet").exists()
+
+
+def test_slice_schema_event_time_not_nullable() -> None:
+    s = slice_schema(pa.schema([pa.field("event_time", pa.timestamp("s")), ("v", pa.int8())]))
+    assert not s.field("event_time").nullable
+    assert s.field("v").nullable
