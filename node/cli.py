@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from engine.errors import EngineConfigError, EngineUnavailable, InvalidQuery
 from fbs.errors import (
     FbsError,
     InvalidDid,
@@ -34,6 +35,7 @@ from node.cli_util import (
     workspace_dir,
 )
 from node.errors import UsageError, VerificationFailed
+from node.ingest.errors import IngestError, SourceNotFound, SourceUnreachable
 from node.output import OUTPUT_FORMATS, render
 from storage.errors import (
     ChainError,
@@ -54,9 +56,19 @@ def exit_code_for(error: BaseException) -> int:
         return EXIT_VERIFY_FAILED
     if isinstance(error, UsageError | InvalidAlias):
         return EXIT_USAGE
+    if isinstance(error, EngineUnavailable):
+        return EXIT_INTERNAL
+    if isinstance(error, UsageError | EngineConfigError):
+        return EXIT_USAGE
     if isinstance(
         error,
-        DatasetNotFound | ObjectNotFound | RefNotFound | WorkspaceNotFound | FileNotFoundError,
+        DatasetNotFound
+        | ObjectNotFound
+        | RefNotFound
+        | WorkspaceNotFound
+        | FileNotFoundError
+        | SourceNotFound
+        | SourceUnreachable,
     ):
         return EXIT_NOT_FOUND
     if isinstance(error, RefCASFailed | DatasetExists):
@@ -69,7 +81,9 @@ def exit_code_for(error: BaseException) -> int:
         | InvalidDid
         | ChainError
         | HashMismatch
-        | FbsError,
+        | FbsError
+        | InvalidQuery
+        | IngestError,
     ):
         return EXIT_INVALID
     return EXIT_INTERNAL
