@@ -1,0 +1,198 @@
+"""``odf fetch URL`` (verified clone/update over HTTP) and ``odf push DS --to NODE_URL``.
+
+``URL`` is a dataset base URL: ``http://node:port/<alias or DID>/`` on an odf-node,
+or the dataset URL of any server speaking the ODF Simple Transfer Protocol (kamu).
+When the server offers a signed head record (odf-node does) it is verified and
+required from then on for that dataset; more sources of the same dataset can be
+added with ``--from`` (objects are spread over all of them, and a source that serves
+wrong bytes is dropped).
+
+Exit codes: p2p refusals (bad or stale head record, equivocation, a chain that does
+not descend from the local one, wrong bytes) are `EXIT_INVALID`, a head that moved
+or diverged `EXIT_CONFLICT`, unreachable sources `EXIT_NOT_FOUND`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+from urllib.parse import unquote, urlsplit
+
+from node.cli_util import EXIT_CONFLICT, EXIT_INVALID, EXIT_NOT_FOUND, EXIT_OK, open_workspace
+
+__all__ = ["default_alias_for_url", "register"]
+
+
+def _err(msg: str) -> None:
+    sys.stderr.write(f"odf: error: {msg}\n")
+
+
+def _guard(fn: Any) -> Any:
+    """Map p2p errors to exit codes (node.cli maps the storage/fbs ones)."""
+
+    def run(args: argparse.Namespace) -> int:
+        from p2p.errors import (
+            Equivocation,
+            NotDescendant,
+            P2PError,
+            PeerUnavailable,
+            StaleHead,
+            TransferError,
+        )
+
+        try:
+            code: int = fn(args)
+            return code
+        except (NotDescendant, Equivocation) as e:
+            _err(str(e))
+            return EXIT_CONFLICT
+        except StaleHead as e:
+            _err(f"nothing newer to fetch: {e}")
+            return EXIT_CONFLICT
+        except (PeerUnavailable, TransferError) as e:
+            _err(str(e))
+            return EXIT_NOT_FOUND
+        except P2PError as e:
+            _err(str(e))
+            return EXIT_INVALID
+
+    return run
+
+
+def default_alias_for_url(url: str) -> str | None:
+    """The local alias a fetch from ``url`` uses by default: the URL's last path segment.
+
+    ``None`` when that segment is a DID (the clone is then named by its DID) or not a
+    valid dataset name.
+    """
+    from fbs.did import DatasetId, DatasetName
+    from fbs.errors import FbsError
+
+    segments = [unquote(s) for s in urlsplit(url).path.split("/") if s]
+    if not segments:
+        return None
+    last = segments[-1]
+    try:
+        DatasetId.from_multibase(last)
+        return None
+    except FbsError:
+        pass
+    try:
+        DatasetName(last)
+    except FbsError:
+        return None
+    return last
+
+
+def cmd_fetch(args: argparse.Namespace) -> int:
+    import asyncio
+
+    ws = open_workspace(args)
+    alias = args.as_alias or default_alias_for_url(args.url)
+
+    def progress(message: str) -> None:
+        if not args.quiet:
+            sys.stderr.write(message + "\n")
+
+    async def run() -> Any:
+        import aiohttp
+
+        from p2p.http_source import HttpSource
+        from p2p.sync import pull_dataset
+
+        urls = [args.url, *args.sources]
+        async with aiohttp.ClientSession() as session:
+            sources = [HttpSource(u, session) for u in urls]
+            record = None
+            for src in sources:
+                record = await src.get_head_record()
+                if record is not None:
+                    break
+            return await pull_dataset(
+                ws,
+                sources,
+                alias=alias,
+                head_record=record,
+                require_signed=args.require_signed,
+                on_progress=progress,
+            )
+
+    result = asyncio.run(run())
+    if result.up_to_date:
+        print(f"{result.alias}: up to date at {result.new_head}")
+    else:
+        verb = "Cloned" if result.created else "Updated"
+        signed = " (signed head)" if result.head_record is not None else " (unsigned head)"
+        print(
+            f"{verb} {result.alias} ({result.dataset_id}): {result.blocks_fetched} block(s), "
+            f"{result.objects_fetched} object(s), {result.bytes_fetched} bytes; "
+            f"head {result.new_head}{signed}"
+        )
+    for name in result.dropped:
+        sys.stderr.write(f"odf: warning: dropped source {name}: {result.penalties.get(name)}\n")
+    return EXIT_OK
+
+
+def cmd_push(args: argparse.Namespace) -> int:
+    import asyncio
+
+    ws = open_workspace(args)
+
+    async def run() -> Any:
+        import aiohttp
+
+        from p2p.http_source import push_dataset
+
+        async with aiohttp.ClientSession() as session:
+            return await push_dataset(
+                ws, args.dataset, args.to, session=session, remote_alias=args.remote_alias
+            )
+
+    result = asyncio.run(run())
+    if result.blocks_pushed == 0:
+        print(f"{args.dataset}: {result.remote_url} is up to date at {result.new_head}")
+    else:
+        print(
+            f"Pushed {args.dataset} to {result.remote_url}: {result.blocks_pushed} block(s), "
+            f"{result.objects_uploaded} object(s) uploaded ({result.bytes_uploaded} bytes), "
+            f"{result.objects_skipped} already there; head {result.new_head}"
+        )
+    return EXIT_OK
+
+
+def register(sub: Any) -> None:
+    """Add ``fetch`` and ``push`` to the top-level sub-parsers."""
+    p = sub.add_parser(
+        "fetch",
+        help="clone or update a dataset from a node or dataset URL (verified)",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.set_defaults(func=_guard(cmd_fetch))
+    p.add_argument("url", help="dataset base URL, e.g. http://host:8080/my.dataset/")
+    p.add_argument("--as", dest="as_alias", metavar="ALIAS", help="local alias of the dataset")
+    p.add_argument(
+        "--from",
+        dest="sources",
+        action="append",
+        default=[],
+        metavar="URL",
+        help="another base URL of the same dataset (repeatable)",
+    )
+    p.add_argument(
+        "--require-signed",
+        action="store_true",
+        help="refuse the fetch unless the head is signed by the dataset key",
+    )
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
+
+    p = sub.add_parser("push", help="push a dataset you own to a node (signed head)")
+    p.set_defaults(func=_guard(cmd_push))
+    p.add_argument("dataset", help="local dataset alias or DID")
+    p.add_argument(
+        "--to", required=True, metavar="NODE_URL", help="node URL, e.g. http://host:8080"
+    )
+    p.add_argument(
+        "--as", dest="remote_alias", metavar="ALIAS", help="alias on the node if it is created"
+    )

@@ -1,0 +1,108 @@
+"""Errors raised by the `p2p` package (signed heads, verified sync, transports).
+
+Tree::
+
+    OdfError (fbs.errors)
+    └── P2PError
+        ├── InvalidHeadRecord     a head record with a bad signature, format or size
+        ├── StaleHead             sequence number not higher than the one held (replay, rollback)
+        ├── Equivocation          two different heads signed for one sequence number
+        ├── NotDescendant         a new head whose chain does not contain the held head
+        ├── PeerMisbehaved        a peer served wrong bytes or broke a limit
+        ├── TransferError         a transfer that could not complete
+        │   ├── FrameTooLarge     a frame/body larger than its named limit
+        │   ├── TransferTimeout   a peer stalled beyond a timeout
+        │   └── RemoteError       the peer answered with an error frame (code attribute)
+        │       └── NotFoundOnPeer    the peer does not have the dataset/object
+        ├── PeerUnavailable       no (remaining) peer can serve what is needed
+        ├── HostError             the libp2p host failed to start/stop or is not running
+        │   └── HostNotRunning    a call on a host that is not started (or already stopped)
+        └── IdentityError         a missing, malformed or unsafe libp2p identity key file
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from fbs.errors import OdfError
+
+if TYPE_CHECKING:
+    from p2p.head_record import HeadRecord
+
+
+class P2PError(OdfError):
+    """Base class of the p2p errors."""
+
+
+class InvalidHeadRecord(P2PError, ValueError):
+    """A head record that is malformed, too large, or whose signature does not verify."""
+
+
+class StaleHead(P2PError):
+    """A head record whose sequence number is not higher than the one already held."""
+
+
+class Equivocation(P2PError):
+    """Two different heads signed by the dataset key for the same sequence number.
+
+    Attributes:
+        held: the record held before.
+        offered: the conflicting record just received.
+    """
+
+    def __init__(self, message: str, held: HeadRecord, offered: HeadRecord) -> None:
+        super().__init__(message)
+        self.held = held
+        self.offered = offered
+
+
+class NotDescendant(P2PError):
+    """A new head whose chain does not descend from the head held locally."""
+
+
+class PeerMisbehaved(P2PError):
+    """A peer served bytes that do not match their hash, or broke a protocol limit."""
+
+
+class TransferError(P2PError):
+    """A transfer that could not complete (connection lost, bad status, ...)."""
+
+
+class FrameTooLarge(TransferError):
+    """A frame or body larger than its named limit."""
+
+
+class TransferTimeout(TransferError):
+    """A peer did not send data within the timeout."""
+
+
+class PeerUnavailable(P2PError):
+    """No peer (left) that can serve the requested object or dataset."""
+
+
+class RemoteError(TransferError):
+    """The peer answered a request with an error frame.
+
+    Attributes:
+        code: the peer's error code (``"not_found"``, ``"bad_request"``, ``"busy"``...).
+    """
+
+    def __init__(self, message: str, code: str = "error") -> None:
+        super().__init__(message)
+        self.code = code
+
+
+class NotFoundOnPeer(RemoteError):
+    """The peer does not hold the requested dataset, block or object."""
+
+
+class HostError(P2PError):
+    """The libp2p host could not start or stop cleanly."""
+
+
+class HostNotRunning(HostError):
+    """A call on a libp2p host that is not started, or already stopped."""
+
+
+class IdentityError(P2PError):
+    """A libp2p identity key file that is missing, malformed or has unsafe permissions."""

@@ -1,0 +1,99 @@
+"""``odf fetch`` / ``odf push`` against a real node API on loopback (server in a thread)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from node.cli_util import EXIT_CONFLICT, EXIT_NOT_FOUND, EXIT_OK
+from node.commands import remote
+from storage.verify import verify_integrity
+from storage.workspace import Workspace
+from tests.p2p.sync_helpers import add_slices, make_dataset, new_workspace, serve_workspace
+
+
+@pytest.fixture
+def node(tmp_path: Path) -> Iterator[tuple[Workspace, str]]:
+    """A workspace served by the node API in a background thread; yields (ws, url)."""
+    ws = new_workspace(tmp_path / "node")
+    ready = threading.Event()
+    box: dict[str, object] = {}
+
+    def serve_thread() -> None:
+        async def main() -> None:
+            stop = asyncio.Event()
+            box["stop"] = stop
+            box["loop"] = asyncio.get_running_loop()
+            async with serve_workspace(ws) as url:
+                box["url"] = url
+                ready.set()
+                await stop.wait()
+
+        asyncio.run(main())
+
+    t = threading.Thread(target=serve_thread, daemon=True)
+    t.start()
+    assert ready.wait(30)
+    try:
+        yield ws, str(box["url"])
+    finally:
+        loop = box["loop"]
+        stop = box["stop"]
+        assert isinstance(loop, asyncio.AbstractEventLoop) and isinstance(stop, asyncio.Event)
+        loop.call_soon_threadsafe(stop.set)
+        t.join(30)
+
+
+def cli(ws: Workspace, *argv: str) -> int:
+    parser = argparse.ArgumentParser(prog="odf")
+    parser.add_argument("--workspace")
+    sub = parser.add_subparsers(dest="command", required=True)
+    remote.register(sub)
+    args = parser.parse_args(["--workspace", str(ws.root.parent), *argv])
+    code: int = args.func(args)
+    return code
+
+
+def test_fetch_clone_update_and_push(node: tuple[Workspace, str], tmp_path: Path) -> None:
+    served, url = node
+    ds = make_dataset(served, "prices", tmp_path / "f", 2)
+    mine = new_workspace(tmp_path / "mine")
+    assert cli(mine, "fetch", f"{url}/prices/", "-q") == EXIT_OK
+    assert mine.get("prices").head() == ds.head()
+    add_slices(ds, tmp_path / "g", 1)
+    assert cli(mine, "fetch", f"{url}/prices", "--as", "prices", "-q") == EXIT_OK
+    assert mine.get("prices").head() == ds.head()
+    assert verify_integrity(mine.get("prices")).ok
+    # A dataset this workspace owns can be pushed to the node.
+    own = make_dataset(mine, "mine.data", tmp_path / "h", 1)
+    assert cli(mine, "push", "mine.data", "--to", url) == EXIT_OK
+    assert served.get("mine.data").head() == own.head()
+    # A second clone by DID URL with an explicit alias.
+    other = new_workspace(tmp_path / "other")
+    did = served.resolve("mine.data").id.as_multibase()
+    assert cli(other, "fetch", f"{url}/{did}/", "--as", "copy", "-q") == EXIT_OK
+    assert other.get("copy").head() == own.head()
+
+
+def test_fetch_errors_map_to_exit_codes(node: tuple[Workspace, str], tmp_path: Path) -> None:
+    served, url = node
+    make_dataset(served, "prices", tmp_path / "f", 1)
+    mine = new_workspace(tmp_path / "mine")
+    assert cli(mine, "fetch", f"{url}/nothing/", "-q") == EXIT_NOT_FOUND
+    assert cli(mine, "fetch", f"{url}/prices/", "-q") == EXIT_OK
+    # Local divergence: the replica appends on its own, then the owner does too.
+    add_slices(mine.get("prices"), tmp_path / "g", 1)
+    add_slices(served.get("prices"), tmp_path / "h", 1, rows=2)
+    assert cli(mine, "fetch", f"{url}/prices/", "-q") == EXIT_CONFLICT
+
+
+def test_default_alias_for_url() -> None:
+    assert remote.default_alias_for_url("http://h:1/prices/") == "prices"
+    assert remote.default_alias_for_url("http://h:1/acc/my.data") == "my.data"
+    assert remote.default_alias_for_url("http://h:1/fed01" + "ab" * 32 + "/") is None
+    assert remote.default_alias_for_url("http://h:1/") is None
