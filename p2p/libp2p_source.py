@@ -1,0 +1,135 @@
+"""`Libp2pSource`: the `p2p.sync.ObjectSource` of one peer over ``/odf/exchange/1.0.0``.
+
+asyncio-facing: each call hops to the host's trio thread with `P2PHost.run_trio` and
+runs the matching `ExchangeClient` coroutine there; bytes are hashed and written in
+the trio thread, so no payload crosses the bridge. The exchange client verifies what
+it can (block links, object size and hash) and charges the peer in the host's
+`p2p.peers.PeerScores`; `p2p.sync.pull_dataset` verifies everything again on its side.
+
+Typical use by the daemon::
+
+    client = ExchangeClient(host)
+    sources = [Libp2pSource(host, client, peer, dataset_id) for peer in peers_with_it]
+    result = await pull_dataset(ws, sources, dataset_id=dataset_id, head_record=record)
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from fbs.did import DatasetId
+from fbs.multiformats import Multihash
+from p2p.errors import InvalidHeadRecord, NotFoundOnPeer, PeerMisbehaved
+from p2p.exchange import ExchangeClient, ObjectKind, RemoteHead
+from p2p.head_record import HeadRecord
+from p2p.host import P2PHost
+from p2p.peers import Offence
+
+__all__ = ["Libp2pSource"]
+
+
+class Libp2pSource:
+    """One peer as a source of one dataset (see the module docstring).
+
+    Args:
+        host: the started host.
+        client: the exchange client (shared by every source of the host).
+        peer: the peer id (base58).
+        dataset_id: the dataset to pull.
+    """
+
+    def __init__(
+        self, host: P2PHost, client: ExchangeClient, peer: str, dataset_id: DatasetId
+    ) -> None:
+        self.host = host
+        self.client = client
+        self.peer = peer
+        self.dataset_id = dataset_id
+
+    def __repr__(self) -> str:
+        return f"Libp2pSource({self.peer!r}, {self.dataset_id})"
+
+    @property
+    def name(self) -> str:
+        """``libp2p:<peer id>``."""
+        return f"libp2p:{self.peer}"
+
+    async def _remote_head(self) -> RemoteHead | None:
+        try:
+            return await self.host.run_trio(self.client.get_head, self.peer, self.dataset_id)
+        except NotFoundOnPeer:
+            return None
+
+    async def get_head(self) -> Multihash | None:
+        """The peer's head of the dataset (``None``: it does not have the dataset).
+
+        Raises:
+            TransferError / PeerUnavailable / PeerMisbehaved: the request failed.
+        """
+        remote = await self._remote_head()
+        return None if remote is None else remote.head
+
+    async def get_head_record(self) -> HeadRecord | None:
+        """The signed head record the peer serves with its head, verified (or ``None``).
+
+        Raises:
+            PeerMisbehaved: a record that does not verify or is for another dataset
+                (the peer is penalised).
+            TransferError / PeerUnavailable: the request failed.
+        """
+        remote = await self._remote_head()
+        if remote is None or remote.record is None:
+            return None
+        try:
+            record = HeadRecord.from_json(remote.record)
+        except InvalidHeadRecord as e:
+            self.client.scores.penalise(self.peer, Offence.BAD_BYTES, f"head record: {e}")
+            raise PeerMisbehaved(f"peer {self.peer} served an invalid head record: {e}") from e
+        if record.dataset_id != self.dataset_id:
+            self.client.scores.penalise(
+                self.peer, Offence.BAD_BYTES, "head record of another dataset"
+            )
+            raise PeerMisbehaved(f"peer {self.peer} served a head record of another dataset")
+        return record
+
+    async def get_blocks(self, head: Multihash, stop_at: Multihash | None) -> list[bytes]:
+        """One batch of raw blocks, newest first, starting with ``head`` (see `ObjectSource`).
+
+        Raises:
+            PeerUnavailable: the peer lacks the dataset or the block (`NotFoundOnPeer`
+                is a `TransferError`; both are what `pull_dataset` expects).
+            PeerMisbehaved: a block that does not hash to its link.
+        """
+        return await self.host.run_trio(
+            self.client.get_blocks_batch, self.peer, self.dataset_id, head, stop_at
+        )
+
+    async def get_object(
+        self, kind: ObjectKind, h: Multihash, dest_path: Path, *, expected_size: int | None = None
+    ) -> bytes | None:
+        """Stream object ``h`` into the new file ``dest_path``; returns its SHA3-256 digest.
+
+        The digest returned was computed over exactly the bytes written, and equals
+        ``h.digest`` (a mismatch raises instead and removes the file).
+
+        Raises:
+            PeerMisbehaved: wrong bytes, or a size other than ``expected_size``.
+            TransferError / PeerUnavailable: the transfer failed.
+        """
+        return await self.host.run_trio(
+            _fetch, self.client, self.peer, self.dataset_id, kind, h, dest_path, expected_size
+        )
+
+
+async def _fetch(
+    client: ExchangeClient,
+    peer: str,
+    dataset_id: DatasetId,
+    kind: ObjectKind,
+    h: Multihash,
+    dest_path: Path,
+    expected_size: int | None,
+) -> bytes:
+    return await client.fetch_object(
+        peer, dataset_id, kind, h, dest_path, expected_size=expected_size
+    )

@@ -1,0 +1,198 @@
+"""P2PHost: lifecycle, identity, connect, streams and the trio/asyncio bridge (loopback)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import stat
+from pathlib import Path
+
+import pytest
+import trio
+
+from p2p.errors import HostError, HostNotRunning, IdentityError, PeerUnavailable
+from p2p.host import HostConfig, P2PHost
+from p2p.identity import create_identity, load_identity, load_or_create_identity, peer_id_of
+from p2p.peers import Offence
+
+pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
+
+ECHO = "/odf/test-echo/1.0.0"
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+async def _echo(stream: object) -> None:
+    # Read to EOF (py-libp2p raises StreamEOF there) and send everything back.
+    from libp2p.network.stream.exceptions import StreamEOF
+
+    data = b""
+    while True:
+        try:
+            data += await stream.read(65536)  # type: ignore[attr-defined]
+        except StreamEOF:
+            break
+    await stream.write(data[::-1])  # type: ignore[attr-defined]
+
+
+async def test_start_connect_stream_stop() -> None:
+    a, b = P2PHost(), P2PHost()
+    a.set_stream_handler(ECHO, _echo)
+    async with a, b:
+        assert a.addrs and all(x.startswith("/ip4/127.0.0.1/tcp/") for x in a.addrs)
+        assert a.addrs[0].endswith("/p2p/" + a.peer_id)
+        peer = await asyncio.wait_for(b.connect(a.addrs[0]), 20)
+        assert peer == a.peer_id
+        assert a.peer_id in b.peers()
+        s = await b.open_stream(a.peer_id, ECHO)
+        await s.write(b"hello world")
+        await s.close_write()
+        got = b""
+        while chunk := await s.read():
+            got += chunk
+        assert got == b"dlrow olleh"
+        await s.close()
+    assert not a.running and not b.running
+    with pytest.raises(HostNotRunning):
+        a.peers()
+    await a.stop()  # idempotent
+
+
+async def test_run_trio_result_exception_and_cancel() -> None:
+    async with P2PHost() as h:
+
+        async def add(x: int, y: int) -> int:
+            await trio.sleep(0)
+            return x + y
+
+        assert await h.run_trio(add, 2, 3) == 5
+
+        async def fail() -> None:
+            raise PeerUnavailable("nope")
+
+        with pytest.raises(PeerUnavailable, match="nope"):
+            await h.run_trio(fail)
+
+        cancelled = trio.Event()
+
+        async def forever() -> None:
+            try:
+                await trio.sleep_forever()
+            finally:
+                cancelled.set()
+
+        with pytest.raises(TimeoutError):
+            await asyncio.wait_for(h.run_trio(forever), 0.2)
+
+        async def was_cancelled() -> bool:
+            with trio.move_on_after(5):
+                await cancelled.wait()
+            return cancelled.is_set()
+
+        assert await h.run_trio(was_cancelled)
+
+
+async def test_stop_fails_pending_calls_with_host_not_running() -> None:
+    h = P2PHost()
+    await h.start()
+
+    async def forever() -> None:
+        await trio.sleep_forever()
+
+    task = asyncio.ensure_future(h.run_trio(forever))
+    await asyncio.sleep(0.05)
+    await h.stop()
+    with pytest.raises(HostNotRunning):
+        await task
+    with pytest.raises(HostNotRunning):
+        await h.run_trio(forever)
+
+
+async def test_connect_errors_are_typed() -> None:
+    async with P2PHost() as h:
+        with pytest.raises(PeerUnavailable):
+            await h.connect("not a multiaddr")
+        # A port nobody listens on (ours, after stopping that host).
+        other = P2PHost()
+        await other.start()
+        addr = other.addrs[0]
+        await other.stop()
+        with pytest.raises(PeerUnavailable):
+            await asyncio.wait_for(h.connect(addr), 30)
+
+
+async def test_bad_listen_address_fails_start() -> None:
+    h = P2PHost(HostConfig(listen_addrs=("/ip4/127.0.0.1/tcp/notaport",)))
+    with pytest.raises(HostError):
+        await h.start()
+    assert not h.running
+
+
+async def test_banned_peer_is_dropped_and_refused() -> None:
+    a, b = P2PHost(), P2PHost()
+    async with a, b:
+        await b.connect(a.addrs[0])
+        b.scores.penalise(a.peer_id, Offence.BAD_BYTES, "test")
+        for _ in range(100):  # the disconnect is scheduled in the trio thread
+            if a.peer_id not in b.peers():
+                break
+            await asyncio.sleep(0.05)
+        assert a.peer_id not in b.peers()
+        with pytest.raises(PeerUnavailable, match="banned"):
+            await b.connect(a.addrs[0])
+        with pytest.raises(PeerUnavailable, match="banned"):
+            await b.open_stream(a.peer_id, ECHO)
+
+
+async def test_persistent_identity(tmp_path: Path) -> None:
+    path = tmp_path / "node" / "identity.key"
+    cfg = HostConfig(identity_path=path)
+    async with P2PHost(cfg) as h:
+        first = h.peer_id
+    assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
+    async with P2PHost(cfg) as h:
+        assert h.peer_id == first
+    assert peer_id_of(load_identity(path)) == first
+
+
+def test_identity_file_checks(tmp_path: Path) -> None:
+    path = tmp_path / "id.key"
+    kp = create_identity(path)
+    assert peer_id_of(load_or_create_identity(path)) == peer_id_of(kp)
+    with pytest.raises(IdentityError, match="already exists"):
+        create_identity(path)
+    os.chmod(path, 0o644)
+    with pytest.raises(IdentityError, match="chmod 600"):
+        load_identity(path)
+    os.chmod(path, 0o600)
+    link = tmp_path / "link.key"
+    link.symlink_to(path)
+    with pytest.raises(IdentityError):
+        load_identity(link)
+    garbage = tmp_path / "garbage.key"
+    garbage.write_bytes(b"\xff" * 40)
+    os.chmod(garbage, 0o600)
+    with pytest.raises(IdentityError):
+        load_identity(garbage)
+    with pytest.raises(IdentityError, match="no identity"):
+        load_identity(tmp_path / "missing.key")
+
+
+def test_identity_accepts_64_byte_go_form(tmp_path: Path) -> None:
+    from libp2p.crypto.keys import KeyType
+    from libp2p.crypto.pb import crypto_pb2
+
+    kp = create_identity(tmp_path / "a.key")
+    seed = kp.private_key.to_bytes()
+    pb = crypto_pb2.PrivateKey(key_type=KeyType.Ed25519.value, data=seed + kp.public_key.to_bytes())
+    path = tmp_path / "go.key"
+    path.write_bytes(pb.SerializeToString())
+    os.chmod(path, 0o600)
+    assert peer_id_of(load_identity(path)) == peer_id_of(kp)
+    bad = crypto_pb2.PrivateKey(key_type=KeyType.Ed25519.value, data=seed + b"\x00" * 32)
+    path.write_bytes(bad.SerializeToString())
+    with pytest.raises(IdentityError, match="does not match"):
+        load_identity(path)
