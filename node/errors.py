@@ -5,7 +5,14 @@ Tree::
     OdfError (fbs.errors)
     └── NodeError
         ├── UsageError         a command line or argument that cannot be acted on
-        └── VerificationFailed a dataset failed verification (report attached)
+        ├── VerificationFailed a dataset failed verification (report attached)
+        ├── TransformError     a derivative dataset cannot be brought up to date
+        │   ├── NotDerivative          the dataset has no SetTransform
+        │   ├── InputNotReady          an input is missing or has no data schema yet
+        │   ├── InputHistoryDiverged   a consumed input block is no longer in its chain
+        │   ├── IncompatibleSchema     the output schema differs from the dataset's
+        │   └── DependencyCycle        derivative inputs form a cycle
+        └── EngineManagerError an engine that cannot be located, started or reused
 
 CLI exit codes (see `node.cli`):
     0 success, 1 internal error, 2 usage error, 3 not found, 4 invalid input
@@ -34,3 +41,31 @@ class VerificationFailed(NodeError):
     def __init__(self, message: str, report: Any = None) -> None:
         super().__init__(message)
         self.report = report
+
+
+class TransformError(NodeError):
+    """A derivative dataset cannot be brought up to date (nothing was committed)."""
+
+
+class NotDerivative(TransformError):
+    """The dataset has no SetTransform: it is not a derivative dataset."""
+
+
+class InputNotReady(TransformError):
+    """A transform input is not in the workspace or has no data schema yet."""
+
+
+class InputHistoryDiverged(TransformError):
+    """A block the derivative already consumed is no longer in its input's chain."""
+
+
+class IncompatibleSchema(TransformError):
+    """The transform's output schema is not the dataset's current schema."""
+
+
+class DependencyCycle(TransformError):
+    """Derivative datasets whose inputs form a cycle."""
+
+
+class EngineManagerError(NodeError):
+    """An engine that cannot be located, started or reused (see `node.engine_manager`)."""

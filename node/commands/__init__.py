@@ -8,4 +8,8 @@ exit codes and one-line messages. Imports of heavy modules belong inside handler
 """
 
 #: Modules whose ``register`` is called by `node.cli.build_parser`, in help order.
-COMMAND_MODULES: tuple[str, ...] = ("node.commands.ingest", "node.commands.transform")
+COMMAND_MODULES: tuple[str, ...] = (
+    "node.commands.ingest",
+    "node.commands.transform",
+    "node.commands.remote",
+)

@@ -1,4 +1,9 @@
-"""One engine process (one Spark JVM) shared by the whole test session."""
+"""Fixtures shared by every test package: one engine (one Spark JVM) per test session.
+
+`engine_process` / `engine` start lazily, on the first test that needs them, and serve
+every package (tests/engine, tests/node). A package-level conftest must not define
+fixtures of the same names, or a second JVM would run next to this one.
+"""
 
 from __future__ import annotations
 

@@ -1,0 +1,519 @@
+"""The engine on demand: find a configured engine, or start one and share it.
+
+`get_engine` returns an `engine.client.EngineClient`, resolving the engine in this order:
+
+1. ``$ODF_ENGINE_ADDRESS`` (``host:port``);
+2. the workspace config ``.odf/config.json``: ``{"engine": {"address": "host:port"}}``;
+3. a *shared engine* of the workspace, started on demand and reused by every ``odf``
+   invocation until it has been idle for a while (below);
+4. without a workspace: a private engine child process, stopped when this process exits.
+
+Within one process the same client is always returned (one channel per address).
+
+Shared engine (``.odf/run/``):
+
+- ``engine.json``: ``{"pid", "enginePid", "address", "startedAt", "idleTimeout"}`` of the
+  running engine, written by its supervisor once the engine accepts connections;
+- ``engine.lock``: flock serializing "reuse or start" decisions and the idle shutdown;
+- ``engine.use``: every process using the engine holds a *shared* flock on it for as long
+  as it may call the engine, and touches it when it takes and drops the lease;
+- ``engine.log`` / ``supervisor.log``: the engine's and the supervisor's output.
+
+The supervisor (``python -m node.engine_manager supervise``) is started detached (own
+session, so a Ctrl-C in the terminal does not reach it); it starts the engine with
+`engine.process.start_engine_process`, records it, then checks every
+`SUPERVISOR_POLL_S` seconds: when no process holds a lease (the exclusive flock on
+``engine.use`` succeeds) and ``engine.use`` was last touched more than the idle timeout
+ago (default `DEFAULT_IDLE_TIMEOUT_S`, ``$ODF_ENGINE_IDLE_TIMEOUT`` or
+``{"engine": {"idleTimeoutSeconds": N}}``), it removes ``engine.json`` and stops the
+engine. SIGTERM to the supervisor (``odf engine stop``) stops both at once. A record
+whose supervisor is dead or whose port is closed is stale and replaced.
+"""
+
+from __future__ import annotations
+
+import argparse
+import atexit
+import contextlib
+import fcntl
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, TYPE_CHECKING, Any, Final
+
+from node.errors import EngineManagerError
+
+if TYPE_CHECKING:
+    from engine.client import EngineClient
+    from engine.process import EngineProcess
+    from storage.workspace import Workspace
+
+__all__ = [
+    "CONFIG_FILE",
+    "DEFAULT_IDLE_TIMEOUT_S",
+    "ENGINE_ADDRESS_ENV",
+    "ENGINE_IDLE_TIMEOUT_ENV",
+    "ENGINE_MASTER_ENV",
+    "EngineRecord",
+    "acquire_shared_engine",
+    "configured_address",
+    "engine_status",
+    "get_engine",
+    "main",
+    "release_lease",
+    "stop_shared_engine",
+]
+
+ENGINE_ADDRESS_ENV: Final = "ODF_ENGINE_ADDRESS"
+ENGINE_MASTER_ENV: Final = "ODF_ENGINE_MASTER"
+ENGINE_IDLE_TIMEOUT_ENV: Final = "ODF_ENGINE_IDLE_TIMEOUT"
+CONFIG_FILE: Final = "config.json"
+RUN_DIR: Final = "run"
+RECORD_FILE: Final = "engine.json"
+LOCK_FILE: Final = "engine.lock"
+USE_FILE: Final = "engine.use"
+ENGINE_LOG: Final = "engine.log"
+SUPERVISOR_LOG: Final = "supervisor.log"
+#: Seconds a shared engine stays up without users.
+DEFAULT_IDLE_TIMEOUT_S: Final = 900.0
+#: Seconds between the supervisor's idle / liveness checks.
+SUPERVISOR_POLL_S: Final = 1.0
+#: Seconds to wait for a started engine (JVM start + warm-up on a busy machine).
+DEFAULT_START_TIMEOUT_S: Final = 240.0
+#: Seconds to wait for the manager lock (another process may be starting the engine).
+LOCK_TIMEOUT_S: Final = DEFAULT_START_TIMEOUT_S + 60.0
+#: Largest config / record file read.
+MAX_CONFIG_BYTES: Final = 64 * 1024
+_LOCK_POLL_S: Final = 0.05
+_LOG_TAIL_BYTES: Final = 4096
+
+_lock = threading.Lock()
+_clients: dict[str, EngineClient] = {}
+_lease: IO[bytes] | None = None
+_private: EngineProcess | None = None
+
+
+# -- configuration ----------------------------------------------------------------------------
+
+
+def _read_json(path: Path) -> dict[str, Any] | None:
+    try:
+        with path.open("rb") as f:
+            data = f.read(MAX_CONFIG_BYTES + 1)
+    except OSError:
+        return None
+    if len(data) > MAX_CONFIG_BYTES:
+        return None
+    try:
+        parsed = json.loads(data)
+    except ValueError:
+        return None
+    return parsed if isinstance(parsed, dict) else None
+
+
+def _engine_config(ws: Workspace | None) -> dict[str, Any]:
+    if ws is None:
+        return {}
+    config = _read_json(ws.root / CONFIG_FILE) or {}
+    engine = config.get("engine")
+    return engine if isinstance(engine, dict) else {}
+
+
+def _check_address(address: str, where: str) -> str:
+    host, sep, port = address.rpartition(":")
+    if not sep or not host or not port.isdigit() or not (0 < int(port) < 65536):
+        raise EngineManagerError(f"invalid engine address {address!r} in {where} (host:port)")
+    return address
+
+
+def configured_address(ws: Workspace | None) -> str | None:
+    """The engine address from ``$ODF_ENGINE_ADDRESS`` or the workspace config, if any.
+
+    Raises:
+        EngineManagerError: a configured address that is not ``host:port``.
+    """
+    env = os.environ.get(ENGINE_ADDRESS_ENV)
+    if env:
+        return _check_address(env, f"${ENGINE_ADDRESS_ENV}")
+    address = _engine_config(ws).get("address")
+    if isinstance(address, str) and address:
+        return _check_address(address, CONFIG_FILE)
+    return None
+
+
+def _idle_timeout(ws: Workspace | None) -> float:
+    raw: Any = os.environ.get(ENGINE_IDLE_TIMEOUT_ENV) or _engine_config(ws).get(
+        "idleTimeoutSeconds"
+    )
+    if raw is None:
+        return DEFAULT_IDLE_TIMEOUT_S
+    try:
+        value = float(raw)
+    except (TypeError, ValueError):
+        raise EngineManagerError(f"invalid engine idle timeout {raw!r}") from None
+    if not value > 0:
+        raise EngineManagerError(f"engine idle timeout must be positive, got {raw!r}")
+    return value
+
+
+def _master(ws: Workspace | None) -> str | None:
+    value = os.environ.get(ENGINE_MASTER_ENV) or _engine_config(ws).get("master")
+    return value if isinstance(value, str) and value else None
+
+
+# -- the process-wide client ------------------------------------------------------------------
+
+
+def get_engine(ws: Workspace | None = None) -> EngineClient:
+    """The engine client for ``ws`` (see the module docstring); cached per process.
+
+    Raises:
+        EngineManagerError: bad configuration, or the shared engine failed to start.
+        engine.errors.EngineUnavailable / EngineTimeout: a private engine failed to start.
+    """
+    from engine.client import EngineClient
+
+    address = configured_address(ws)
+    with _lock:
+        if address is None:
+            address = _shared_or_private(ws)
+        client = _clients.get(address)
+        if client is None:
+            client = EngineClient(address)
+            _clients[address] = client
+        return client
+
+
+def _shared_or_private(ws: Workspace | None) -> str:
+    global _private
+    if ws is not None:
+        return acquire_shared_engine(ws)
+    if _private is None or not _private.alive():
+        from engine.process import start_engine_process
+
+        _private = start_engine_process(master=_master(None))
+        atexit.register(_private.stop)
+    return _private.address
+
+
+# -- the shared engine ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class EngineRecord:
+    """The shared engine of a workspace, as recorded in ``.odf/run/engine.json``."""
+
+    pid: int
+    engine_pid: int
+    address: str
+    started_at: float
+    idle_timeout: float
+
+    def to_json(self) -> bytes:
+        """The record file's content."""
+        return json.dumps(
+            {
+                "pid": self.pid,
+                "enginePid": self.engine_pid,
+                "address": self.address,
+                "startedAt": self.started_at,
+                "idleTimeout": self.idle_timeout,
+            }
+        ).encode()
+
+    @classmethod
+    def read(cls, path: Path) -> EngineRecord | None:
+        """The record at ``path``; ``None`` if absent or malformed."""
+        data = _read_json(path)
+        if data is None:
+            return None
+        try:
+            return cls(
+                pid=int(data["pid"]),
+                engine_pid=int(data["enginePid"]),
+                address=str(data["address"]),
+                started_at=float(data["startedAt"]),
+                idle_timeout=float(data["idleTimeout"]),
+            )
+        except (KeyError, TypeError, ValueError):
+            return None
+
+
+def _run_dir(ws: Workspace) -> Path:
+    path = ws.root / RUN_DIR
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+@contextlib.contextmanager
+def _flock(path: Path, mode: int, timeout: float | None) -> Iterator[bool]:
+    """Hold flock ``mode`` on ``path``; yields False if not taken (``timeout`` 0 / elapsed)."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    try:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            try:
+                fcntl.flock(fd, mode | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if deadline is not None and time.monotonic() >= deadline:
+                    yield False
+                    return
+                time.sleep(_LOCK_POLL_S)
+        yield True
+    finally:
+        os.close(fd)
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _port_open(address: str) -> bool:
+    host, _, port = address.rpartition(":")
+    try:
+        with socket.create_connection((host, int(port)), timeout=1.0):
+            return True
+    except (OSError, ValueError):
+        return False
+
+
+def _live_record(run_dir: Path) -> EngineRecord | None:
+    record = EngineRecord.read(run_dir / RECORD_FILE)
+    if record is None or not _pid_alive(record.pid) or not _port_open(record.address):
+        return None
+    return record
+
+
+def _touch(path: Path) -> None:
+    with contextlib.suppress(OSError):
+        path.touch()
+        os.utime(path)
+
+
+def _take_lease(run_dir: Path) -> None:
+    """Hold a shared flock on ``engine.use`` until `release_lease` / process exit."""
+    global _lease
+    if _lease is not None:
+        return
+    use = run_dir / USE_FILE
+    f = use.open("ab")
+    fcntl.flock(f.fileno(), fcntl.LOCK_SH)
+    _touch(use)
+    _lease = f
+    atexit.register(release_lease)
+
+
+def release_lease() -> None:
+    """Drop this process's lease on the shared engine (it may then stop when idle)."""
+    global _lease
+    f, _lease = _lease, None
+    if f is None:
+        return
+    _touch(Path(f.name))
+    with contextlib.suppress(OSError):
+        f.close()
+
+
+def _log_tail(path: Path) -> str:
+    try:
+        with path.open("rb") as f:
+            f.seek(0, os.SEEK_END)
+            f.seek(max(0, f.tell() - _LOG_TAIL_BYTES))
+            return f.read().decode("utf-8", "replace")
+    except OSError:
+        return ""
+
+
+def acquire_shared_engine(
+    ws: Workspace,
+    *,
+    idle_timeout: float | None = None,
+    master: str | None = None,
+    python: str = sys.executable,
+    start_timeout: float = DEFAULT_START_TIMEOUT_S,
+) -> str:
+    """The address of the workspace's shared engine, started if none runs; takes a lease.
+
+    Args:
+        ws: the workspace (its ``.odf/run/`` holds the record, locks and logs).
+        idle_timeout: seconds without users before the engine stops (default: config).
+        master: Spark master of a newly started engine (default: config or local[*]).
+        python: interpreter running the engine (the supervisor runs on this one).
+        start_timeout: seconds to wait for a new engine.
+
+    Raises:
+        EngineManagerError: the engine did not start (the error holds the log tail), or
+            the manager lock stayed busy.
+    """
+    run_dir = _run_dir(ws)
+    with _flock(run_dir / LOCK_FILE, fcntl.LOCK_EX, LOCK_TIMEOUT_S) as locked:
+        if not locked:
+            raise EngineManagerError(f"engine lock {run_dir / LOCK_FILE} stayed busy")
+        record = _live_record(run_dir)
+        if record is None:
+            (run_dir / RECORD_FILE).unlink(missing_ok=True)
+            record = _start_supervisor(
+                run_dir,
+                idle_timeout if idle_timeout is not None else _idle_timeout(ws),
+                master if master is not None else _master(ws),
+                python,
+                start_timeout,
+            )
+        # Taken under the manager lock: the supervisor decides to stop only while
+        # holding that lock, so it cannot stop between our check and our lease.
+        _take_lease(run_dir)
+        return record.address
+
+
+def _start_supervisor(
+    run_dir: Path, idle_timeout: float, master: str | None, python: str, timeout: float
+) -> EngineRecord:
+    project_root = Path(__file__).resolve().parents[1]
+    args = [
+        sys.executable,
+        "-m",
+        "node.engine_manager",
+        "supervise",
+        "--run-dir",
+        str(run_dir),
+        "--idle-timeout",
+        str(idle_timeout),
+        "--python",
+        python,
+    ]
+    if master:
+        args += ["--master", master]
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(
+        p for p in (str(project_root), env.get("PYTHONPATH", "")) if p
+    )
+    log = run_dir / SUPERVISOR_LOG
+    with log.open("ab") as out:
+        proc = subprocess.Popen(
+            args,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=env,
+            start_new_session=True,  # survives this process and its terminal's signals
+        )
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        record = EngineRecord.read(run_dir / RECORD_FILE)
+        if record is not None and record.pid == proc.pid and _port_open(record.address):
+            return record
+        if proc.poll() is not None:
+            raise EngineManagerError(
+                f"the engine failed to start (exit {proc.returncode}); {log}:\n{_log_tail(log)}"
+            )
+        time.sleep(0.2)
+    with contextlib.suppress(OSError):
+        proc.terminate()
+    raise EngineManagerError(f"the engine did not start within {timeout} s; see {log}")
+
+
+def engine_status(ws: Workspace) -> EngineRecord | None:
+    """The workspace's running shared engine, if any."""
+    return _live_record(_run_dir(ws))
+
+
+def stop_shared_engine(ws: Workspace, timeout: float = 60.0) -> EngineRecord | None:
+    """Stop the workspace's shared engine (SIGTERM to its supervisor); returns what ran.
+
+    Raises:
+        EngineManagerError: it did not stop within ``timeout`` seconds.
+    """
+    run_dir = _run_dir(ws)
+    record = EngineRecord.read(run_dir / RECORD_FILE)
+    if record is None or not _pid_alive(record.pid):
+        (run_dir / RECORD_FILE).unlink(missing_ok=True)
+        return None
+    os.kill(record.pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    while _pid_alive(record.pid):
+        if time.monotonic() >= deadline:
+            raise EngineManagerError(f"engine supervisor {record.pid} did not stop in {timeout} s")
+        time.sleep(0.1)
+    return record
+
+
+# -- the supervisor ---------------------------------------------------------------------------
+
+
+def _last_used(run_dir: Path, started: float) -> float:
+    try:
+        return max(started, (run_dir / USE_FILE).stat().st_mtime)
+    except OSError:
+        return started
+
+
+def _supervise(run_dir: Path, idle_timeout: float, master: str | None, python: str) -> int:
+    from engine.process import start_engine_process
+
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(sig, lambda *_: stop.set())
+    engine = start_engine_process(master=master, log_path=run_dir / ENGINE_LOG, python=python)
+    record = EngineRecord(
+        os.getpid(), engine.process.pid, engine.address, time.time(), idle_timeout
+    )
+    tmp = run_dir / f".{RECORD_FILE}.{os.getpid()}"
+    tmp.write_bytes(record.to_json())
+    os.replace(tmp, run_dir / RECORD_FILE)
+    code = 0
+    try:
+        while not stop.wait(SUPERVISOR_POLL_S):
+            if not engine.alive():
+                code = 1
+                break
+            if time.time() - _last_used(run_dir, record.started_at) < idle_timeout:
+                continue
+            with _flock(run_dir / LOCK_FILE, fcntl.LOCK_EX, 0) as locked:
+                if not locked:
+                    continue  # someone is deciding to reuse us right now
+                with _flock(run_dir / USE_FILE, fcntl.LOCK_EX, 0) as unused:
+                    if unused:
+                        _forget(run_dir, record)
+                        break
+    finally:
+        _forget(run_dir, record)
+        engine.stop()
+    return code
+
+
+def _forget(run_dir: Path, record: EngineRecord) -> None:
+    current = EngineRecord.read(run_dir / RECORD_FILE)
+    if current is not None and current.pid == record.pid:
+        (run_dir / RECORD_FILE).unlink(missing_ok=True)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m node.engine_manager supervise ...`` (started by `acquire_shared_engine`)."""
+    ap = argparse.ArgumentParser(prog="odf-engine-supervisor")
+    sub = ap.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("supervise", help="run a shared engine until idle")
+    p.add_argument("--run-dir", required=True, type=Path)
+    p.add_argument("--idle-timeout", type=float, default=DEFAULT_IDLE_TIMEOUT_S)
+    p.add_argument("--master", default=None)
+    p.add_argument("--python", default=sys.executable)
+    args = ap.parse_args(argv)
+    return _supervise(args.run_dir, args.idle_timeout, args.master, args.python)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
