@@ -116,8 +116,11 @@ def cmd_add(args: argparse.Namespace) -> int:
             snapshots.append(load_snapshot_yaml(text))
         except ManifestError as e:
             raise ManifestError(f"{path}: {e}") from None
+    from node.transform import pin_engine_version
+
     for snap in snapshots:
-        ds = ws.add_snapshot(snap)
+        # Derivative datasets record the engine identity their transform was written for.
+        ds = ws.add_snapshot(pin_engine_version(snap))
         print(f"Added {snap.name} ({ds.id}) head {ds.head()}")
     return EXIT_OK
 
@@ -188,13 +191,15 @@ def cmd_delete(args: argparse.Namespace) -> int:
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
+    if not args.integrity:
+        # Full verification: integrity, then replay of every transform on the engine.
+        from node.commands.transform import cmd_verify_replay
+
+        return cmd_verify_replay(args)
+    if args.recursive:
+        raise UsageError("-r applies to full (replay) verification, not --integrity")
     from storage.verify import verify_integrity
 
-    if not args.integrity:
-        # Full replay verification arrives with the engine; say so rather than pretend.
-        sys.stderr.write(
-            "odf: note: transform replay needs the engine; running --integrity checks only\n"
-        )
     ws = open_workspace(args)
     entries = [ws.resolve(r) for r in args.dataset] if args.dataset else ws.list()
     results: list[dict[str, Any]] = []
@@ -370,9 +375,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("dataset", help="dataset alias or DID")
     p.add_argument("-y", "--yes", action="store_true", help="do not ask for confirmation")
 
-    p = cmd("verify", cmd_verify, "verify datasets (integrity: hashes and chain rules)")
+    p = cmd(
+        "verify",
+        cmd_verify,
+        "verify datasets: hashes, chain rules, and replay of every transform on the engine",
+    )
     p.add_argument("dataset", nargs="*", help="dataset aliases or DIDs (default: all)")
-    p.add_argument("--integrity", action="store_true", help="check hashes and chain rules only")
+    p.add_argument(
+        "--integrity", action="store_true", help="check hashes and chain rules only (no replay)"
+    )
+    p.add_argument(
+        "-r", "--recursive", action="store_true", help="verify upstream derivatives too"
+    )
     _add_format(p, OUTPUT_FORMATS, "table")
 
     p = cmd("gc", cmd_gc, "delete objects no dataset references")

@@ -12,4 +12,5 @@ COMMAND_MODULES: tuple[str, ...] = (
     "node.commands.ingest",
     "node.commands.transform",
     "node.commands.remote",
+    "node.commands.pull",
 )

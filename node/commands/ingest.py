@@ -1,4 +1,4 @@
-"""``odf ingest``, ``odf pull``, ``odf tail``, ``odf inspect schema`` and ``odf export``.
+"""``odf ingest``, root pulls (for ``odf pull``), ``odf tail``, ``odf inspect``, ``odf export``.
 
 Ingest errors (bad input, schema refused, no such source) are reported as one line and
 exit with `EXIT_INVALID` (`EXIT_NOT_FOUND` for a missing source); nothing is committed.
@@ -328,17 +328,6 @@ def register(sub: Any) -> None:
         "--event-time", type=_timestamp, help="event time for data without one (RFC 3339)"
     )
     p.add_argument("--input-format", help="read the input as csv, ndjson, json, parquet...")
-    p.add_argument("--no-progress", action="store_true", help="no progress display")
-
-    p = sub.add_parser("pull", help="poll root datasets' polling sources")
-    p.set_defaults(func=cmd_pull)
-    p.add_argument("dataset", nargs="+", help="root dataset aliases or DIDs")
-    p.add_argument(
-        "--set-watermark",
-        type=_timestamp,
-        metavar="T",
-        help="only commit this watermark (RFC 3339), fetch nothing",
-    )
     p.add_argument("--no-progress", action="store_true", help="no progress display")
 
     p = sub.add_parser("tail", help="show the last records of a dataset")
