@@ -7,13 +7,29 @@ offset (contiguous from ``start_offset``). Parquet: snappy compression, dictiona
 encoding only on ``op`` and ``system_time``, the Arrow schema embedded.
 
 `SliceWriter` streams record batches (memory bounded by one batch); `write_slice`
-writes one table. Both return a `WrittenSlice` carrying the logical hash
-(`storage.hashing.logical_hash_parquet`, read back from the file as kamu would) and the
-physical hash and size (`storage.hashing.physical_hash_file`).
+writes one table. Both return a `WrittenSlice` carrying the logical hash and the
+physical hash and size (SHA3 of the bytes as the Parquet writer emits them, as
+`storage.hashing.physical_hash_file` would compute on the file).
+
+The logical hash must be what `storage.hashing.logical_hash_parquet` computes on the
+written file (kamu hashes the batches arrow-rs reads back). To avoid reading the file a
+second time, the batches are hashed as they are written (`fbs.logical_hash.RecordDigest`)
+when that is known to give the same result: every column has a flat type whose values
+survive the Parquet round trip unchanged (`streamable_type`; structs are excluded because
+their null masks make the hash depend on batch boundaries, lists and dictionaries to stay
+on the safe side), and, checked after closing from the file footer alone, the Arrow
+schema arrow-rs derives for the file (`storage.hashing.arrow_rs_schema`) has exactly the
+names and types that were hashed (a timestamp unit coerced by Parquet, say, would change
+the hash). Otherwise the file is read back and hashed. ``verify_hash`` (or the
+environment variable `VERIFY_HASH_ENV` set to ``1``) always does both and compares them.
 """
 
 from __future__ import annotations
 
+import hashlib
+import os
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -23,9 +39,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from fbs.logical_hash import RecordDigest
 from fbs.model import DatasetVocabulary, DataSlice, Multihash, OffsetInterval, Timestamp
+from fbs.multiformats import ARROW0_SHA3_256, SHA3_256
 from node.ingest.errors import SchemaError
-from storage.hashing import logical_hash_parquet, physical_hash_file
+from storage.errors import InvalidDataFile
+from storage.hashing import arrow_rs_schema, logical_hash_parquet, physical_hash_file
 
 #: The default system column names.
 DEFAULT_VOCAB: Final = DatasetVocabulary()
@@ -37,10 +56,12 @@ __all__ = [
     "OP_TYPE",
     "PARQUET_COMPRESSION",
     "SYSTEM_TIME_TYPE",
+    "VERIFY_HASH_ENV",
     "SliceWriter",
     "WrittenSlice",
     "event_time_type",
     "slice_schema",
+    "streamable_type",
     "write_slice",
 ]
 
@@ -51,6 +72,32 @@ EVENT_TIME_TYPE: Final = pa.timestamp("ms", "UTC")
 PARQUET_COMPRESSION: Final = "snappy"
 #: Rows per Parquet row group (bounds writer memory; readers stream by row group).
 ROW_GROUP_ROWS: Final = 1 << 20
+#: Environment variable: ``1`` makes every writer re-read its file and compare hashes.
+VERIFY_HASH_ENV: Final = "ODF_INGEST_VERIFY_HASH"
+
+
+def streamable_type(t: pa.DataType) -> bool:
+    """Whether values of type ``t`` hash the same before writing and after reading back.
+
+    Flat types whose values Parquet stores exactly. Excluded: structs (null masks make
+    the hash batch-dependent), lists/maps/unions/dictionaries/extensions (kept on the
+    re-reading path for safety), ``date64`` (stored as whole days), the null type and
+    half floats.
+    """
+    types = pa.types
+    return (
+        types.is_integer(t)
+        or (types.is_floating(t) and not types.is_float16(t))
+        or types.is_boolean(t)
+        or types.is_string(t)
+        or types.is_large_string(t)
+        or types.is_binary(t)
+        or types.is_large_binary(t)
+        or types.is_fixed_size_binary(t)
+        or types.is_date32(t)
+        or types.is_timestamp(t)
+        or types.is_decimal128(t)
+    ) and not isinstance(t, pa.BaseExtensionType)
 
 
 def event_time_type(t: pa.DataType) -> pa.DataType:
@@ -135,6 +182,114 @@ class WrittenSlice:
         )
 
 
+class _HashWorker:
+    """One worker thread for the slice's hashes, fed in write order.
+
+    The logical digest (`RecordDigest`, when ``schema`` is given) is fed one table at a
+    time and the file bytes (`_HashingFile`) as the Parquet writer emits them. Hashing
+    (pyarrow kernels and SHA3, both releasing the GIL) then overlaps with parsing the
+    next input batch and encoding Parquet. Before a table is queued the previous one
+    must be hashed, so at most about one batch (table and its Parquet bytes) waits:
+    memory stays bounded by the batch size. A failure inside the logical digest does not
+    fail the write: the digest is dropped and `finalize` returns None (the caller then
+    hashes the file).
+    """
+
+    def __init__(self, schema: pa.Schema | None) -> None:
+        self._digest = RecordDigest(schema) if schema is not None else None
+        self._executor = ThreadPoolExecutor(1, thread_name_prefix="slice-hash")
+        self._pending: Future[None] | None = None
+
+    def _wait(self) -> None:
+        if self._pending is None:
+            return
+        try:
+            self._pending.result()
+        except Exception:  # any failure only disables the shortcut: the file is hashed
+            self._digest = None
+        self._pending = None
+
+    def update(self, table: pa.Table) -> None:
+        """Queue ``table`` for the logical digest (after the previous one is hashed)."""
+        self._wait()
+        if self._digest is not None:
+            self._pending = self._executor.submit(self._digest.update, table)
+
+    def submit(self, fn: Callable[[bytes], None], data: bytes) -> None:
+        """Run ``fn(data)`` on the worker, after everything queued before."""
+        self._executor.submit(fn, data)
+
+    def finalize(self) -> bytes | None:
+        """Wait for all queued work; the logical digest (None: dropped or not kept)."""
+        self._wait()
+        self._executor.shutdown(wait=True)
+        if self._digest is None:
+            return None
+        try:
+            return self._digest.finalize()
+        except Exception:  # see _wait
+            return None
+
+    def discard(self) -> None:
+        """Wait for queued work and drop everything."""
+        self._wait()
+        self._executor.shutdown(wait=True)
+        self._digest = None
+
+
+class _HashingFile:
+    """The slice file as the Parquet writer's sink: bytes are SHA3'd as they are written.
+
+    This gives the physical hash without reading the file again. pyarrow hands over
+    ``bytes`` copies, so hashing them later on the worker thread is safe.
+    """
+
+    def __init__(self, path: Path, worker: _HashWorker) -> None:
+        self._file = path.open("wb")
+        self._worker = worker
+        self._sha3 = hashlib.sha3_256()
+        self.size = 0
+        self.failed = False
+
+    @property
+    def closed(self) -> bool:
+        return self._file.closed
+
+    def write(self, data: bytes) -> int:
+        written = self._file.write(data)
+        self.size += len(data)
+        self._worker.submit(self._hash, data)
+        return written
+
+    def _hash(self, data: bytes) -> None:
+        try:
+            self._sha3.update(data)
+        except Exception:  # the file is hashed instead
+            self.failed = True
+
+    def tell(self) -> int:
+        return self.size
+
+    def flush(self) -> None:
+        self._file.flush()
+
+    def close(self) -> None:
+        self._file.close()
+
+    def writable(self) -> bool:
+        return True
+
+    def readable(self) -> bool:
+        return False
+
+    def seekable(self) -> bool:
+        return False
+
+    def digest(self) -> bytes:
+        """SHA3-256 of the bytes written (call after the worker finished)."""
+        return self._sha3.digest()
+
+
 def _to_timestamp(value: object) -> Timestamp | None:
     """Timestamp of a pyarrow scalar's value (datetime or date)."""
     import datetime as dt
@@ -161,6 +316,8 @@ class SliceWriter:
         start_offset: offset of the first row.
         system_time: the ``system_time`` of every row.
         vocab: system column names.
+        verify_hash: also hash the file read back and compare (default: the
+            `VERIFY_HASH_ENV` environment variable).
 
     Raises:
         SchemaError: see `slice_schema`.
@@ -174,17 +331,27 @@ class SliceWriter:
         start_offset: int,
         system_time: Timestamp,
         vocab: DatasetVocabulary = DEFAULT_VOCAB,
+        verify_hash: bool | None = None,
     ) -> None:
         self.path = Path(path)
         self.vocab = vocab
         self.schema = slice_schema(data_schema, vocab)
         self.start_offset = start_offset
         self.next_offset = start_offset
-        self._system_ms = system_time.nanos // 1_000_000
+        self._system_time = pa.scalar(system_time.nanos // 1_000_000, SYSTEM_TIME_TYPE)
+        self._op_append = pa.scalar(0, OP_TYPE)
+        self._arange = pa.array([], OFFSET_TYPE)
         self._max_event: pa.Scalar | None = None
+        if verify_hash is None:
+            verify_hash = os.environ.get(VERIFY_HASH_ENV) == "1"
+        self._verify = verify_hash
+        streamable = all(streamable_type(f.type) for f in self.schema)
+        self._worker = _HashWorker(self.schema if streamable else None)
+        self._sink = _HashingFile(self.path, self._worker)
+        self._hashed_while_writing = False
         op, st = vocab.operation_type_column, vocab.system_time_column
         self._writer = pq.ParquetWriter(
-            str(self.path),
+            self._sink,
             self.schema,
             compression=PARQUET_COMPRESSION,
             use_dictionary=[op, st],
@@ -192,6 +359,7 @@ class SliceWriter:
             coerce_timestamps=None,
         )
         self._closed = False
+        self._result: WrittenSlice | None = None
 
     def write(self, batch: pa.RecordBatch | pa.Table) -> None:
         """Append rows (columns by name; ``op`` defaults to ``+A`` if absent).
@@ -206,11 +374,11 @@ class SliceWriter:
         cols: list[pa.Array | pa.ChunkedArray] = []
         for f in self.schema:
             if f.name == v.offset_column:
-                cols.append(pa.array(range(self.next_offset, self.next_offset + n), OFFSET_TYPE))
+                cols.append(self._offsets(n))
             elif f.name == v.system_time_column:
-                cols.append(pa.array([self._system_ms] * n, pa.int64()).cast(SYSTEM_TIME_TYPE))
+                cols.append(pa.repeat(self._system_time, n))
             elif f.name == v.operation_type_column and f.name not in batch.schema.names:
-                cols.append(pa.array([0] * n, OP_TYPE))
+                cols.append(pa.repeat(self._op_append, n))
             else:
                 if f.name not in batch.schema.names:
                     if not f.nullable:
@@ -236,32 +404,104 @@ class SliceWriter:
                         self._max_event = top
                 cols.append(col)
         table = pa.table(cols, schema=self.schema)
+        self._worker.update(table)
         self._writer.write_table(table, row_group_size=ROW_GROUP_ROWS)
         self.next_offset += n
 
+    @property
+    def hashed_while_writing(self) -> bool:
+        """True once `close` took the logical hash from the batches (no second read)."""
+        return self._hashed_while_writing
+
+    def _offsets(self, n: int) -> pa.Array:
+        """``next_offset .. next_offset + n - 1`` (from a cached 0..n range: no Python loop)."""
+        if len(self._arange) < n:
+            self._arange = pa.array(range(max(n, 2 * len(self._arange))), OFFSET_TYPE)
+        return pc.add(self._arange.slice(0, n), pa.scalar(self.next_offset, OFFSET_TYPE))
+
+    def _logical_hash(self) -> Multihash:
+        """The logical hash of the closed file (see the module docstring).
+
+        Raises:
+            storage.errors.InvalidDataFile: the file cannot be read back.
+            AssertionError: with verification on, the streamed hash differs from the
+                file's (a bug: the streaming conditions are wrong).
+        """
+        streamed: Multihash | None = None
+        digest = self._worker.finalize()
+        if digest is not None and self._file_schema_matches():
+            streamed = Multihash(ARROW0_SHA3_256, digest)
+        self._hashed_while_writing = streamed is not None
+        if streamed is not None and not self._verify:
+            return streamed
+        from_file = logical_hash_parquet(str(self.path))
+        if streamed is not None and streamed != from_file:
+            raise AssertionError(
+                f"{self.path.name}: streamed logical hash {streamed} != file's {from_file}"
+            )
+        return from_file
+
+    def _file_schema_matches(self) -> bool:
+        """Whether arrow-rs reads the file back with exactly the hashed names and types."""
+        try:
+            read_back = arrow_rs_schema(pq.ParquetFile(self.path))
+        except (pa.ArrowException, OSError, ValueError) as e:
+            raise InvalidDataFile(f"written slice is not readable: {e}") from None
+        return [(f.name, f.type) for f in read_back] == [(f.name, f.type) for f in self.schema]
+
     def close(self) -> WrittenSlice:
-        """Finish the file and hash it.
+        """Finish the file and hash it (calling it again returns the same result).
 
         Raises:
             storage.errors.InvalidDataFile: if the written file cannot be read back.
         """
+        if self._result is not None:
+            return self._result
         if not self._closed:
             self._writer.close()
+            self._sink.close()
             self._closed = True
         count = self.next_offset - self.start_offset
         interval = (
             OffsetInterval(start=self.start_offset, end=self.next_offset - 1) if count else None
         )
-        logical = logical_hash_parquet(str(self.path))
-        physical, size = physical_hash_file(self.path)
+        logical = self._logical_hash()  # also waits for the file bytes to be hashed
+        physical, size = self._physical_hash()
         max_et = _to_timestamp(self._max_event.as_py()) if self._max_event is not None else None
-        return WrittenSlice(self.path, count, interval, logical, physical, size, max_et)
+        self._result = WrittenSlice(self.path, count, interval, logical, physical, size, max_et)
+        return self._result
+
+    def _physical_hash(self) -> tuple[Multihash, int]:
+        """Hash and size of the bytes written (re-read only if something went wrong).
+
+        Raises:
+            AssertionError: with verification on, the file's hash differs (a bug).
+        """
+        streamed = Multihash(SHA3_256, self._sink.digest())
+        try:
+            on_disk = self.path.stat().st_size
+        except OSError as e:
+            raise InvalidDataFile(f"written slice is not readable: {e}") from None
+        if self._sink.failed or on_disk != self._sink.size:
+            physical, size = physical_hash_file(self.path)
+            return physical, size
+        if self._verify:
+            from_file = tuple(physical_hash_file(self.path))
+            if from_file != (streamed, self._sink.size):
+                raise AssertionError(f"{self.path.name}: streamed physical hash differs")
+        return streamed, self._sink.size
 
     def abort(self) -> None:
         """Close without hashing and delete the file."""
-        if not self._closed:
-            self._writer.close()
-            self._closed = True
+        try:
+            if not self._closed:
+                self._closed = True
+                try:
+                    self._writer.close()
+                finally:
+                    self._sink.close()
+        finally:
+            self._worker.discard()
         self.path.unlink(missing_ok=True)
 
     def __enter__(self) -> SliceWriter:

@@ -1,16 +1,19 @@
 """Ingest benchmarks (issue 3). Ratios are against baselines measured in the same run.
 
-1. Append ingest of a CSV with mixed types (``--rows``, default 5M) into a root dataset,
-   vs a bare pyarrow pipeline on the same file (read CSV, write Parquet, SHA3 the file).
-   Ratio = baseline seconds / ingest seconds (target >= 0.5).
+1. Append ingest of a CSV with mixed types (``--rows``, default 5M; several counts may
+   be given) into a root dataset, vs a bare pyarrow pipeline on the same file (read
+   CSV, write Parquet, SHA3 the file). Ratio = baseline seconds / ingest seconds
+   (target >= 0.5). The two alternate ``--repeat`` times (the machine may be shared):
+   best and median are reported.
 2. Snapshot merge of two ``--snapshot-rows`` (default 1M) snapshots differing in 1% of
    rows: seconds and peak RSS of the second ingest.
-3. Memory bounded by the batch size: peak RSS of an Append ingest of a file and of one
-   4x larger (ratio close to 1 means bounded).
+3. Memory bounded by the batch size: peak RSS of an Append ingest of a file
+   (``--memory-rows``) and of one 4x larger (ratio close to 1 means bounded).
 
 Every measurement runs in a fresh child process so peak RSS (``ru_maxrss``) is its own.
 
-Usage: ``python scripts/bench/ingest.py [--rows N] [--snapshot-rows N] [--workdir DIR]``
+Usage: ``python scripts/bench/ingest.py [--rows N [N ...]] [--repeat K] [--memory-rows N]
+[--snapshot-rows N] [--skip append|memory|snapshot ...] [--workdir DIR]``
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import hashlib
 import json
 import resource
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -176,10 +180,84 @@ def run_child(task: str, csv: Path, work: Path) -> dict[str, Any]:
     return result
 
 
+def _stats(values: list[float]) -> str:
+    return f"best {min(values):.2f} s, median {statistics.median(values):.2f} s"
+
+
+def bench_append(base: Path, rows: int, repeat: int) -> dict[str, Any]:
+    """Baseline and Append ingest of one file, alternated ``repeat`` times."""
+    csv = base / f"data-{rows}.csv"
+    make_csv(csv, rows)
+    size_mb = csv.stat().st_size / 2**20
+    bl: list[dict[str, Any]] = []
+    ours: list[dict[str, Any]] = []
+    for i in range(repeat):
+        (base / f"bl-{rows}-{i}").mkdir()
+        bl.append(run_child("baseline", csv, base / f"bl-{rows}-{i}"))
+        ours.append(run_child("append", csv, base / f"append-{rows}-{i}"))
+        shutil.rmtree(base / f"bl-{rows}-{i}", ignore_errors=True)
+        shutil.rmtree(base / f"append-{rows}-{i}", ignore_errors=True)
+    csv.unlink()
+    b = [r["seconds"] for r in bl]
+    o = [r["seconds"] for r in ours]
+    ratios = [x / y for x, y in zip(b, o, strict=True)]
+    print(f"[append] {rows:,} rows, {size_mb:.0f} MiB CSV, {repeat} alternated runs")
+    print(f"  baseline (pyarrow read CSV + write Parquet + SHA3): {_stats(b)}")
+    print(f"  odf ingest (Append, hashes, commit):              {_stats(o)}")
+    print(
+        f"  ratio baseline/ingest: best-vs-best {min(b) / min(o):.2f}, median of runs "
+        f"{statistics.median(ratios):.2f} (target >= 0.5)"
+    )
+    print(
+        f"  peak RSS: ingest {max(r['rss_mb'] for r in ours):.0f} MiB, "
+        f"baseline {max(r['rss_mb'] for r in bl):.0f} MiB"
+    )
+    return {"rss_mb": max(r["rss_mb"] for r in ours)}
+
+
+def bench_memory(base: Path, rows: int) -> None:
+    """Peak RSS of an Append ingest of a file and of one 4x larger."""
+    figures = []
+    for n in (rows, rows * 4):
+        csv = base / f"mem-{n}.csv"
+        make_csv(csv, n)
+        r = run_child("append", csv, base / f"mem-{n}")
+        csv.unlink()
+        shutil.rmtree(base / f"mem-{n}", ignore_errors=True)
+        figures.append(r)
+    small, big = figures
+    print("[memory] peak RSS of Append ingest")
+    print(
+        f"  {rows:,} rows: {small['rss_mb']:.0f} MiB ({small['seconds']:.2f} s); "
+        f"{rows * 4:,} rows: {big['rss_mb']:.0f} MiB ({big['seconds']:.2f} s); "
+        f"ratio {big['rss_mb'] / small['rss_mb']:.2f} (1.0 = bounded)"
+    )
+
+
+def bench_snapshot(base: Path, rows: int) -> None:
+    s1, s2 = base / "snap1.csv", base / "snap2.csv"
+    make_csv(s1, rows)
+    make_csv(s2, rows, change_every=100)  # 1% of rows changed
+    work = base / "snap"
+    first = run_child("snapshot", s1, work)
+    second = run_child("snapshot", s2, work)
+    print(f"[snapshot] two {rows:,}-row snapshots, ~1% changed")
+    print(f"  first ingest: {first['seconds']:.2f} s, {first['records']:,} records")
+    print(
+        f"  second ingest (merge): {second['seconds']:.2f} s, {second['records']:,} records, "
+        f"peak RSS {second['rss_mb']:.0f} MiB"
+    )
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--rows", type=int, default=5_000_000)
+    p.add_argument(
+        "--rows", type=int, nargs="+", default=[5_000_000], help="row counts of the Append runs"
+    )
+    p.add_argument("--repeat", type=int, default=3, help="alternated runs per row count")
+    p.add_argument("--memory-rows", type=int, default=None, help="default: the first --rows")
     p.add_argument("--snapshot-rows", type=int, default=1_000_000)
+    p.add_argument("--skip", nargs="*", default=[], choices=["append", "memory", "snapshot"])
     p.add_argument("--workdir", type=Path, default=None)
     p.add_argument("--child", nargs=3, metavar=("TASK", "CSV", "WORK"), help=argparse.SUPPRESS)
     args = p.parse_args()
@@ -189,43 +267,13 @@ def main() -> None:
         return
     base = Path(tempfile.mkdtemp(prefix="odf-bench-ingest-", dir=args.workdir))
     try:
-        # 1. Append vs bare pyarrow.
-        csv = base / "data.csv"
-        make_csv(csv, args.rows)
-        size_mb = csv.stat().st_size / 2**20
-        (base / "bl").mkdir()
-        bl = run_child("baseline", csv, base / "bl")
-        ours = run_child("append", csv, base / "append")
-        print(f"[append] {args.rows:,} rows, {size_mb:.0f} MiB CSV")
-        print(f"  baseline (pyarrow read CSV + write Parquet + SHA3): {bl['seconds']:.2f} s")
-        print(f"  odf ingest (Append, hashes, commit):              {ours['seconds']:.2f} s")
-        print(f"  ratio baseline/ingest = {bl['seconds'] / ours['seconds']:.2f} (target >= 0.5)")
-
-        # 3. Memory vs file size.
-        big = base / "big.csv"
-        make_csv(big, args.rows * 4)
-        ours_big = run_child("append", big, base / "append-big")
-        print("[memory] peak RSS of Append ingest")
-        print(
-            f"  {args.rows:,} rows: {ours['rss_mb']:.0f} MiB; "
-            f"{args.rows * 4:,} rows: {ours_big['rss_mb']:.0f} MiB; "
-            f"ratio {ours_big['rss_mb'] / ours['rss_mb']:.2f} (1.0 = bounded)"
-        )
-        print(f"  baseline pyarrow pipeline peak RSS: {bl['rss_mb']:.0f} MiB")
-
-        # 2. Snapshot merge.
-        s1, s2 = base / "snap1.csv", base / "snap2.csv"
-        make_csv(s1, args.snapshot_rows)
-        make_csv(s2, args.snapshot_rows, change_every=100)  # 1% of rows changed
-        work = base / "snap"
-        first = run_child("snapshot", s1, work)
-        second = run_child("snapshot", s2, work)
-        print(f"[snapshot] two {args.snapshot_rows:,}-row snapshots, ~1% changed")
-        print(f"  first ingest: {first['seconds']:.2f} s, {first['records']:,} records")
-        print(
-            f"  second ingest (merge): {second['seconds']:.2f} s, {second['records']:,} records, "
-            f"peak RSS {second['rss_mb']:.0f} MiB"
-        )
+        if "append" not in args.skip:
+            for rows in args.rows:
+                bench_append(base, rows, args.repeat)
+        if "memory" not in args.skip:
+            bench_memory(base, args.memory_rows or args.rows[0])
+        if "snapshot" not in args.skip:
+            bench_snapshot(base, args.snapshot_rows)
     finally:
         shutil.rmtree(base, ignore_errors=True)
 

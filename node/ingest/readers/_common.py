@@ -17,6 +17,7 @@ as ``timestamp("ms", "UTC")`` (finer precision is truncated, as Spark does).
 from __future__ import annotations
 
 import datetime as dt
+import re
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,6 +36,10 @@ TIMESTAMP_TYPE: Final = pa.timestamp("ms", "UTC")
 
 #: Longest value quoted back in an error message.
 MAX_QUOTED_VALUE: Final = 80
+
+#: An ISO 8601 date-time ending with a zone designator (``Z``, ``+01``, ``+0100``, ``+01:00``).
+_ZONE_PATTERN: Final = r"\d[T ]\d\d(?::?\d\d)*(?:[.,]\d+)?(?:[Zz]|[+-]\d\d(?::?\d\d)?)$"
+_ZONE_RE: Final = re.compile(_ZONE_PATTERN)
 
 _JAVA_TOKENS: Final = [
     ("yyyy", "%Y"),
@@ -180,17 +185,58 @@ def _strptime(arr: pa.Array, fmt: str) -> pa.Array:
     return pc.strptime(arr, format=fmt, unit="ms", error_is_null=False).cast(TIMESTAMP_TYPE)
 
 
+def _has_zone(text: str) -> bool:
+    """Whether an ISO 8601 value ends with a zone designator (a guess; casts verify it)."""
+    return _ZONE_RE.search(text) is not None
+
+
+def _cast_iso(arr: pa.Array, zoned: bool) -> pa.Array:
+    unit = pa.timestamp("us", "UTC") if zoned else pa.timestamp("us")
+    return pc.cast(arr, unit).cast(TIMESTAMP_TYPE, safe=False)
+
+
+def _zone_guess(arr: pa.Array) -> bool | None:
+    """Whether the column looks zoned, from its first and last values.
+
+    None: every value is null, or the two disagree (a mixed column).
+    """
+    if arr.null_count == len(arr):
+        return None
+    valid = arr.drop_null() if arr.null_count else arr
+    first, last = _has_zone(str(valid[0].as_py())), _has_zone(str(valid[-1].as_py()))
+    return first if first == last else None
+
+
 def _iso_timestamps(arr: pa.Array) -> pa.Array:
-    """ISO 8601 text → ms UTC; zone-less values are UTC, zoned ones are converted."""
+    """ISO 8601 text → ms UTC; zone-less values are UTC, zoned ones are converted.
+
+    Vectorized: the first and last values decide which Arrow cast is tried (a cast
+    that fails on many values is slow, so no second whole-column attempt is made);
+    otherwise the zone-less values get ``+00:00`` appended and the column is cast once.
+    Only a column with values Arrow's ISO parser refuses goes value by value (which
+    also locates a bad value, through the caller).
+    """
+    if arr.null_count == len(arr):
+        return pa.nulls(len(arr), TIMESTAMP_TYPE)
+    zoned = _zone_guess(arr)
+    if zoned is not None:
+        try:
+            return _cast_iso(arr, zoned)
+        except pa.ArrowInvalid:
+            pass
+    # The guess was wrong for some values: mark the zoned ones (this also covers a
+    # column that is uniformly the other way; a cast failing on many values is slow).
+    mask = pc.match_substring_regex(arr, _ZONE_PATTERN)
     try:
-        return pc.cast(arr, pa.timestamp("us")).cast(TIMESTAMP_TYPE, safe=False)
+        fixed = pc.if_else(mask, arr, pc.binary_join_element_wise(arr, "+00:00", ""))
+        return _cast_iso(fixed, True)
     except pa.ArrowInvalid:
         pass
-    try:
-        return pc.cast(arr, pa.timestamp("us", "UTC")).cast(TIMESTAMP_TYPE, safe=False)
-    except pa.ArrowInvalid:
-        pass
-    # A mix of zoned and zone-less values (or bad ones): go value by value.
+    return _python_iso_timestamps(arr)
+
+
+def _python_iso_timestamps(arr: pa.Array) -> pa.Array:
+    """The value-by-value path (dates mixed with zoned values, lowercase ``z``...)."""
     out: list[dt.datetime | None] = []
     for value in arr.to_pylist():
         if value is None:

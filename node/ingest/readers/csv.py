@@ -14,9 +14,10 @@ header holds every declared name (extra columns are ignored, order may differ); 
 the header must have as many columns as the schema, which is then applied by position
 (Spark's ``enforceSchema``). Without a header the schema is applied by position.
 
-Memory is bounded by `CSV_BLOCK_BYTES` (pyarrow parses one block at a time). Line numbers
-in errors count physical lines, except that conversion errors assume one record per line
-(a quoted field spanning lines shifts them).
+Memory is bounded by `CSV_BLOCK_BYTES` (pyarrow parses a block at a time; with
+`CSV_USE_THREADS` it converts a block's columns in parallel and reads a few blocks
+ahead). Line numbers in errors count physical lines, except that conversion errors
+assume one record per line (a quoted field spanning lines shifts them).
 """
 
 from __future__ import annotations
@@ -37,6 +38,8 @@ from node.ingest.readers._common import Conformer, Location, rebatch
 
 #: Bytes pyarrow parses at a time (bounds memory; also the type-inference sample).
 CSV_BLOCK_BYTES: Final = 4 << 20
+#: Let pyarrow parse and convert a block's columns on its thread pool.
+CSV_USE_THREADS: Final = True
 
 _EXPECTED_RE: Final = re.compile(r"Expected (\d+) columns")
 
@@ -85,7 +88,7 @@ class _Dialect:
             column_names=names,
             autogenerate_column_names=names is None and not self.header,
             skip_rows=skip_rows,
-            use_threads=False,
+            use_threads=CSV_USE_THREADS,
         )
 
     def convert_options(self, types: dict[str, Any] | None) -> pa_csv.ConvertOptions:
