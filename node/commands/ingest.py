@@ -97,6 +97,10 @@ def _summary(result: IngestResult, verb: str) -> None:
     if result.up_to_date:
         print("Up to date: nothing new at the source")
         return
+    if result.duplicate_input:
+        print("Nothing ingested: this input was already ingested through this source")
+        print("(the last commit recorded its digest; use --allow-duplicate to ingest it again)")
+        return
     if not result.committed:
         print(f"Nothing {verb}: no new records")
         return
@@ -125,6 +129,7 @@ def cmd_ingest(args: argparse.Namespace) -> int:
             event_time=args.event_time,
             input_format=args.input_format,
             progress=progress,
+            allow_duplicate=args.allow_duplicate,
         )
     _summary(result, "ingested")
     return EXIT_OK
@@ -328,6 +333,11 @@ def register(sub: Any) -> None:
         "--event-time", type=_timestamp, help="event time for data without one (RFC 3339)"
     )
     p.add_argument("--input-format", help="read the input as csv, ndjson, json, parquet...")
+    p.add_argument(
+        "--allow-duplicate",
+        action="store_true",
+        help="ingest even if this input equals the last one ingested through the source",
+    )
     p.add_argument("--no-progress", action="store_true", help="no progress display")
 
     p = sub.add_parser("tail", help="show the last records of a dataset")

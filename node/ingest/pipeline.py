@@ -38,6 +38,7 @@ derive the current state.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import shutil
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
@@ -153,6 +154,8 @@ class IngestResult:
         new_watermark: the watermark committed (``None`` if none was committed).
         schema_committed: a ``SetDataSchema`` block was committed.
         up_to_date: a polling source reported nothing new (nothing committed).
+        duplicate_input: a push ingest whose input is identical to the last one committed
+            through that source; nothing was committed (see `PUSH_INPUT_STATE_KIND`).
         blocks: hashes of the committed blocks, oldest first.
     """
 
@@ -163,6 +166,7 @@ class IngestResult:
     new_watermark: Timestamp | None = None
     schema_committed: bool = False
     up_to_date: bool = False
+    duplicate_input: bool = False
     blocks: tuple[Multihash, ...] = field(default_factory=tuple)
 
     @property
@@ -727,6 +731,30 @@ def _engine_scope(
         own.close()
 
 
+#: Source-state kind recording a digest of the last push input (our own kind: the
+#: ``odf/`` prefix is reserved for the spec). It makes push ingest exactly-once: a run
+#: killed after its commit and re-run with the same input commits nothing the second
+#: time. The value is ``blake2b-256:<hex>`` over the source name, the input format and
+#: the input bytes. blake2b, not SHA3: this is an idempotency key, never an address, and
+#: it is ~3x faster on the hot path.
+PUSH_INPUT_STATE_KIND: Final = "odf-node/push-input"
+_INPUT_KEY_CHUNK: Final = 1 << 20
+
+
+def push_input_key(source_name: str, paths: Sequence[Path], input_format: str | None) -> str:
+    """The idempotency key of a push ingest (see `PUSH_INPUT_STATE_KIND`)."""
+    h = hashlib.blake2b(digest_size=32)
+    for part in (source_name, input_format or ""):
+        data = part.encode()
+        h.update(len(data).to_bytes(8, "little") + data)
+    for path in paths:
+        h.update(path.stat().st_size.to_bytes(8, "little"))
+        with path.open("rb") as f:
+            while chunk := f.read(_INPUT_KEY_CHUNK):
+                h.update(chunk)
+    return "blake2b-256:" + h.hexdigest()
+
+
 def _spool(stream: IO[bytes], dest: Path) -> Path:
     with dest.open("wb") as f:
         while chunk := stream.read(SPOOL_CHUNK):
@@ -748,8 +776,13 @@ def ingest(
     engine: PreprocessEngine | None = None,
     workdir: Path | None = None,
     progress: Progress | None = None,
+    allow_duplicate: bool = False,
 ) -> IngestResult:
     """Push files (or a byte stream) through a push source into ``dataset``.
+
+    Exactly once: the commit records a digest of the input as the source state, and an
+    input identical to the last one committed through the same source is not ingested
+    again (``duplicate_input``) unless ``allow_duplicate`` is set.
 
     Args:
         dataset: a root dataset with at least one ``AddPushSource``.
@@ -762,6 +795,7 @@ def ingest(
         engine: engine for preprocess queries (default: started on demand, stopped after).
         workdir: parent directory for temporary files (default: the system's).
         progress: called with `ProgressUpdate` reports.
+        allow_duplicate: ingest even if the input equals the last one of this source.
 
     Raises:
         SourceNotFound: no (or an ambiguous) push source.
@@ -783,6 +817,13 @@ def ingest(
             head = dataset.head()
             state = dataset.state()
             push = _push_source(state, source_name)
+            key = SourceState(
+                source_name=push.source_name,
+                kind=PUSH_INPUT_STATE_KIND,
+                value=push_input_key(push.source_name, paths, input_format),
+            )
+            if not allow_duplicate and state is not None and state.last_source_state == key:
+                return IngestResult(head, head, duplicate_input=True)
             src = _Source(_override_format(push.read, input_format), push.preprocess, push.merge)
             now = system_time or _not_before(state)
             inputs = [_Input(p, event_time) for p in paths]
@@ -791,7 +832,7 @@ def ingest(
             if progress is not None:
                 progress(ProgressUpdate("commit"))
             try:
-                return _commit_plan(dataset, head, state, plan, None, None, now)
+                return _commit_plan(dataset, head, state, plan, key, None, now)
             except RefCASFailed:
                 if attempt + 1 == MAX_COMMIT_ATTEMPTS:
                     raise
