@@ -384,9 +384,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--integrity", action="store_true", help="check hashes and chain rules only (no replay)"
     )
-    p.add_argument(
-        "-r", "--recursive", action="store_true", help="verify upstream derivatives too"
-    )
+    p.add_argument("-r", "--recursive", action="store_true", help="verify upstream derivatives too")
     _add_format(p, OUTPUT_FORMATS, "table")
 
     p = cmd("gc", cmd_gc, "delete objects no dataset references")

@@ -116,9 +116,7 @@ def register(sub: Any) -> None:
     p.set_defaults(func=cmd_pull)
     p.add_argument("dataset", nargs="*", help="dataset aliases, DIDs or node/dataset URLs")
     p.add_argument("-a", "--all", action="store_true", help="pull every dataset of the workspace")
-    p.add_argument(
-        "-r", "--recursive", action="store_true", help="pull upstream derivatives first"
-    )
+    p.add_argument("-r", "--recursive", action="store_true", help="pull upstream derivatives first")
     p.add_argument(
         "--set-watermark",
         type=_timestamp,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 import pytest
@@ -33,6 +34,9 @@ from node.ingest.pipeline import ingest, pull, read_changelog
 from storage.dataset import Dataset
 from storage.verify import verify_integrity
 from storage.workspace import Workspace
+
+if TYPE_CHECKING:
+    from engine.process import EngineProcess
 
 DDL = ("event_time TIMESTAMP", "city STRING", "population BIGINT")
 
@@ -287,7 +291,8 @@ def _spark_available() -> bool:
 
 @pytest.mark.slow
 @pytest.mark.skipif(not _spark_available(), reason="pyspark/java not installed")
-def test_preprocess_runs_on_the_spark_engine(tmp_path: Path) -> None:
+def test_preprocess_runs_on_the_spark_engine(tmp_path: Path, engine_process: EngineProcess) -> None:
+    # The session's shared engine (tests/conftest.py): no JVM of its own.
     from node.ingest.pipeline import PreprocessEngine
 
     sql = TransformSql(
@@ -306,8 +311,10 @@ def test_preprocess_runs_on_the_spark_engine(tmp_path: Path) -> None:
         merge=MergeStrategyAppend(),
     )
     ds = make(tmp_path, sources=(src,))
-    with PreprocessEngine() as engine:
+    with PreprocessEngine(engine_process.address) as engine:
         ingest(ds, [csv(tmp_path, "a.csv", A.replace(",A,", ",a,"))], engine=engine)
         assert engine.started
     assert records(ds) == [(0, "A", 10), (0, "B", 20)]
+    # Closing a PreprocessEngine built on an address leaves that engine running.
+    assert engine_process.alive()
     assert verify_integrity(ds).ok
