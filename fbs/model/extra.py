@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import decimal
 import json
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -35,17 +37,69 @@ def _check_json(value: Any, depth: int) -> None:
 def canonical_json(value: Any) -> str:
     """Compact JSON with object keys sorted at every level, as kamu (serde_json) writes it.
 
+    Floats are rendered like serde_json (shortest round-trip digits, ``ryu`` layout:
+    ``1e20``, ``1e-7``, ``0.00001``, ``10.0``), not like Python (``1e+20``, ``1e-07``),
+    because the text is part of the block bytes.
+
     Raises:
         InvalidValue: if ``value`` is not JSON-serializable (non-string keys, NaN, cycles,
             too deep).
     """
     _check_json(value, 0)
     try:
-        return json.dumps(
-            value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
-        )
+        return _encode(value)
     except (TypeError, ValueError, RecursionError) as e:
         raise InvalidValue(f"not a JSON value: {e}") from None
+
+
+def _encode(value: Any) -> str:
+    if value is None:
+        return "null"
+    if value is True:
+        return "true"
+    if value is False:
+        return "false"
+    if isinstance(value, int):
+        return str(int(value))
+    if isinstance(value, float):
+        return format_float_like_serde(value)
+    if isinstance(value, str):
+        return json.dumps(value, ensure_ascii=False)
+    if isinstance(value, Mapping):
+        items = sorted(value.items())
+        return "{" + ",".join(f"{_encode(k)}:{_encode(v)}" for k, v in items) + "}"
+    return "[" + ",".join(_encode(v) for v in value) + "]"
+
+
+def format_float_like_serde(value: float) -> str:
+    """Render a finite float exactly as Rust's ``ryu`` (used by serde_json) does.
+
+    Raises:
+        ValueError: for NaN or infinities (not JSON).
+    """
+    if math.isnan(value) or math.isinf(value):
+        raise ValueError(f"{value!r} is not a JSON number")
+    if value == 0.0:
+        return "-0.0" if math.copysign(1.0, value) < 0 else "0.0"
+    # Python's repr gives the same shortest round-trip digits as ryu; only the layout differs.
+    sign, digit_tuple, exponent = decimal.Decimal(repr(value)).as_tuple()
+    digits = "".join(map(str, digit_tuple)).lstrip("0")
+    stripped = digits.rstrip("0")
+    exp = int(exponent) + (len(digits) - len(stripped))
+    digits = stripped
+    length = len(digits)
+    point = length + exp  # position of the decimal point relative to the digits
+    if exp >= 0 and point <= 16:
+        text = digits + "0" * exp + ".0"
+    elif 0 < point <= 16:
+        text = digits[:point] + "." + digits[point:]
+    elif -5 < point <= 0:
+        text = "0." + "0" * -point + digits
+    elif length == 1:
+        text = f"{digits}e{point - 1}"
+    else:
+        text = f"{digits[0]}.{digits[1:]}e{point - 1}"
+    return ("-" if sign else "") + text
 
 
 @s.table(s.json_object("attributes"))
