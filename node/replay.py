@@ -23,7 +23,7 @@ import logging
 import shutil
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Final, cast
+from typing import TYPE_CHECKING, Any, Final, TypeAlias, cast
 
 from fbs.did import DatasetId
 from fbs.errors import FbsError
@@ -57,8 +57,11 @@ if TYPE_CHECKING:
 
 __all__ = [
     "MAX_COMPARED_TEXT",
+    "BlockReplay",
+    "InputHistories",
     "ReplayMismatch",
     "ReplayReport",
+    "replay_transform_block",
     "verify_replay",
 ]
 
@@ -232,6 +235,121 @@ def _input_plans(
     return plans
 
 
+@dataclass(frozen=True, slots=True)
+class BlockReplay:
+    """Result of replaying one ``ExecuteTransform`` block (`replay_transform_block`).
+
+    Attributes:
+        mismatch: ``None`` when the block reproduced.
+        ran: the engine ran the transform (False when the inputs could not be rebuilt
+            or the engine refused the query).
+        cause: ``""`` (reproduced), ``"input"`` (a recorded input block is not in the
+            local input chain), ``"engine"`` (the engine refused the query),
+            ``"schema"`` (output schema differs from the dataset's) or ``"diff"`` (the
+            re-computed event differs: ``mismatch.field`` names the first field).
+    """
+
+    mismatch: ReplayMismatch | None
+    ran: bool
+    cause: str = ""
+
+
+#: Input chains loaded once and shared by the replays of several blocks (start with ``{}``).
+InputHistories: TypeAlias = "dict[DatasetId, _History]"
+
+
+def replay_transform_block(
+    ws: Workspace,
+    ds: Dataset,
+    alias: str,
+    h: Multihash,
+    block: MetadataBlock,
+    *,
+    set_transform: SetTransform,
+    vocab: SetVocab | None,
+    schema: SetDataSchema | None,
+    engine: EngineClient,
+    histories: InputHistories | None = None,
+) -> BlockReplay:
+    """Replay one ``ExecuteTransform`` block of ``ds`` and compare it with the record.
+
+    The chain context (the ``SetTransform``, ``SetVocab`` and ``SetDataSchema`` in force
+    at the block) is the caller's: blocks before it are not read.
+
+    Args:
+        ws: the workspace holding the dataset and its inputs.
+        ds / alias: the derivative dataset.
+        h / block: the block to replay (its event must be an ``ExecuteTransform``).
+        set_transform / vocab / schema: the events in force at the block.
+        engine: the engine.
+        histories: input chains shared between calls (loaded on demand).
+
+    Raises:
+        InputNotReady: an input dataset is not in the workspace.
+        engine.errors.EngineInternalError / EngineUnavailable: the engine failed.
+    """
+    from engine.errors import InvalidQuery
+
+    event = block.event
+    assert isinstance(event, ExecuteTransform)
+    plans = _input_plans(ws, set_transform, event, {} if histories is None else histories)
+    if isinstance(plans, tuple):
+        index, problem = plans
+        mismatch = ReplayMismatch(
+            h, block.sequence_number, f"queryInputs[{index}]", "recorded", problem
+        )
+        return BlockReplay(mismatch, ran=False, cause="input")
+    assert isinstance(set_transform.transform, TransformSql)
+    state = ds.state()
+    assert state is not None
+    plan = TransformPlan(
+        dataset_id=state.dataset_id,
+        dataset_alias=alias,
+        head=block.prev_block_hash or h,
+        system_time=block.system_time,
+        transform=set_transform.transform,
+        vocab=vocabulary(vocab),
+        inputs=tuple(plans),
+        prev_offset=event.prev_offset,
+        prev_checkpoint=event.prev_checkpoint,
+        prev_checkpoint_file=(
+            ds.layout.checkpoints.path_of(event.prev_checkpoint)
+            if event.prev_checkpoint is not None
+            else None
+        ),
+        # The recorded schema is checked like on a pull; before the first data the
+        # replay derives it again (and does not compare it: the block exists already).
+        data_schema=schema,
+    )
+    work_dir = transform_work_dir(ws)
+    try:
+        try:
+            output = run_transform(plan, engine, work_dir)
+        except InvalidQuery as e:
+            mismatch = ReplayMismatch(h, block.sequence_number, "engine", "ran", str(e))
+            return BlockReplay(mismatch, ran=False, cause="engine")
+        except IncompatibleSchema as e:
+            mismatch = ReplayMismatch(h, block.sequence_number, "schema", "the dataset's", str(e))
+            return BlockReplay(mismatch, ran=False, cause="schema")
+    finally:
+        shutil.rmtree(work_dir, ignore_errors=True)
+    again = output.event
+    if again.new_data is not None and event.new_data is not None:
+        again = dataclasses.replace(
+            again,
+            new_data=dataclasses.replace(
+                again.new_data,
+                physical_hash=event.new_data.physical_hash,
+                size=event.new_data.size,
+            ),
+        )
+    again = dataclasses.replace(again, new_checkpoint=event.new_checkpoint)
+    diff = _first_difference(event, again)
+    if diff is not None:
+        return BlockReplay(ReplayMismatch(h, block.sequence_number, *diff), ran=True, cause="diff")
+    return BlockReplay(None, ran=True)
+
+
 def _replay_one(ws: Workspace, did: DatasetId, engine: EngineClient, identity: str) -> ReplayReport:
     entry = ws.resolve(did)
     ds = ws.get(entry.id)
@@ -268,64 +386,22 @@ def _replay_one(ws: Workspace, did: DatasetId, engine: EngineClient, identity: s
         if not isinstance(event, ExecuteTransform):
             continue
         assert set_transform is not None  # integrity checked rule 9
-        plans = _input_plans(ws, set_transform, event, histories)
-        if isinstance(plans, tuple):
-            index, problem = plans
-            mismatch = ReplayMismatch(
-                h, block.sequence_number, f"queryInputs[{index}]", "recorded", problem
-            )
-            break
-        assert isinstance(set_transform.transform, TransformSql)
-        plan = TransformPlan(
-            dataset_id=entry.id,
-            dataset_alias=entry.alias,
-            head=block.prev_block_hash or h,
-            system_time=block.system_time,
-            transform=set_transform.transform,
-            vocab=vocabulary(vocab),
-            inputs=tuple(plans),
-            prev_offset=event.prev_offset,
-            prev_checkpoint=event.prev_checkpoint,
-            prev_checkpoint_file=(
-                ds.layout.checkpoints.path_of(event.prev_checkpoint)
-                if event.prev_checkpoint is not None
-                else None
-            ),
-            # The recorded schema is checked like on a pull; before the first data the
-            # replay derives it again (and does not compare it: the block exists already).
-            data_schema=schema,
+        outcome = replay_transform_block(
+            ws,
+            ds,
+            entry.alias,
+            h,
+            block,
+            set_transform=set_transform,
+            vocab=vocab,
+            schema=schema,
+            engine=engine,
+            histories=histories,
         )
-        work_dir = transform_work_dir(ws)
-        try:
-            from engine.errors import InvalidQuery
-
-            try:
-                output = run_transform(plan, engine, work_dir)
-            except InvalidQuery as e:
-                mismatch = ReplayMismatch(h, block.sequence_number, "engine", "ran", str(e))
-                break
-            except IncompatibleSchema as e:
-                mismatch = ReplayMismatch(
-                    h, block.sequence_number, "schema", "the dataset's", str(e)
-                )
-                break
-        finally:
-            shutil.rmtree(work_dir, ignore_errors=True)
-        replayed += 1
-        again = output.event
-        if again.new_data is not None and event.new_data is not None:
-            again = dataclasses.replace(
-                again,
-                new_data=dataclasses.replace(
-                    again.new_data,
-                    physical_hash=event.new_data.physical_hash,
-                    size=event.new_data.size,
-                ),
-            )
-        again = dataclasses.replace(again, new_checkpoint=event.new_checkpoint)
-        diff = _first_difference(event, again)
-        if diff is not None:
-            mismatch = ReplayMismatch(h, block.sequence_number, *diff)
+        if outcome.ran:
+            replayed += 1
+        if outcome.mismatch is not None:
+            mismatch = outcome.mismatch
             break
     return dataclasses.replace(
         report,

@@ -17,7 +17,10 @@ Tree::
         ├── PeerUnavailable       no (remaining) peer can serve what is needed
         ├── HostError             the libp2p host failed to start/stop or is not running
         │   └── HostNotRunning    a call on a host that is not started (or already stopped)
-        └── IdentityError         a missing, malformed or unsafe libp2p identity key file
+        ├── IdentityError         a missing, malformed or unsafe libp2p identity key file
+        ├── InvalidAttestation    a validator attestation with a bad signature, format or size
+        └── AttestationRejected   a well-formed attestation refused by the store's rules
+            └── DuplicateAttestation  already held (a replay, or the same verdict re-signed)
 """
 
 from __future__ import annotations
@@ -106,3 +109,15 @@ class HostNotRunning(HostError):
 
 class IdentityError(P2PError):
     """A libp2p identity key file that is missing, malformed or has unsafe permissions."""
+
+
+class InvalidAttestation(P2PError, ValueError):
+    """A validator attestation that is malformed, too large, or whose signature fails."""
+
+
+class AttestationRejected(P2PError):
+    """A valid attestation refused by the store (unknown dataset, block not in the chain...)."""
+
+
+class DuplicateAttestation(AttestationRejected):
+    """An attestation already held: a replay, or the same verdict on the same block re-signed."""

@@ -13,4 +13,5 @@ COMMAND_MODULES: tuple[str, ...] = (
     "node.commands.transform",
     "node.commands.remote",
     "node.commands.pull",
+    "node.commands.attest",
 )

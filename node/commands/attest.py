@@ -1,0 +1,169 @@
+"""``odf attestations DS`` (who checked what) and ``odf validate DS`` (check here, sign).
+
+``odf attestations`` lists the validator attestations held for a dataset's current
+chain: block, validator (``did:key``), verdict, the differing field or the reason, the
+engine used and when; the dataset is marked DISPUTED when some validator found a block
+that does not reproduce.
+
+``odf validate`` runs the validator once, locally: every data block not yet attested by
+this workspace's validator key (``.odf/p2p/validator.key``, created on first use) is
+checked (root: objects; derivative: objects and a replay of the block on the engine),
+and a signed attestation is stored and printed for each. Exit code 5 when a block
+diverged.
+
+`verify_with_trust` (``odf verify --trust N``) is `node.trust.verify_with_trust`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import TYPE_CHECKING, Any
+
+from node.cli_util import EXIT_INVALID, EXIT_OK, EXIT_VERIFY_FAILED, open_workspace
+from node.trust import TrustReport, verify_with_trust
+
+if TYPE_CHECKING:
+    from p2p.attestation import Attestation
+
+__all__ = ["TrustReport", "attestation_row", "register", "verify_with_trust"]
+
+
+def _err(msg: str) -> None:
+    sys.stderr.write(f"odf: error: {msg}\n")
+
+
+def attestation_row(a: Attestation) -> dict[str, Any]:
+    """One attestation as a flat row (table and JSON output)."""
+    return {
+        "seq": a.sequence_number,
+        "block": a.block_hash.to_multibase(),
+        "validator": a.validator.to_did_key(),
+        "verdict": str(a.verdict),
+        "detail": a.detail,
+        "engine": a.engine,
+        "time": a.system_time.to_rfc3339(),
+    }
+
+
+def _short_row(row: dict[str, Any]) -> dict[str, Any]:
+    out = dict(row)
+    out["block"] = str(row["block"])[-12:]
+    out["validator"] = str(row["validator"])[:20] + "..."
+    return out
+
+
+def cmd_attestations(args: argparse.Namespace) -> int:
+    """List the attestations held for a dataset."""
+    from fbs.multiformats import SHA3_256, parse_hash
+    from node.output import render
+    from p2p.attestation_store import AttestationStore
+
+    ws = open_workspace(args)
+    entry = ws.resolve(args.dataset)
+    store = AttestationStore.for_workspace(ws)
+    status = store.status(entry.id)
+    items = list(status.attestations)
+    if args.block:
+        block = parse_hash(args.block, code=SHA3_256)
+        items = [a for a in items if a.block_hash == block]
+    rows = [attestation_row(a) for a in items]
+    if args.output_format == "table":
+        state = "DISPUTED" if status.disputed else "not disputed"
+        title = f"{entry.alias}: {len(rows)} attestations, {state}"
+        if status.pending:
+            title += f", {status.pending} queued"
+        render(
+            [_short_row(r) for r in rows],
+            "table",
+            columns=["seq", "block", "validator", "verdict", "detail", "engine", "time"],
+            title=title,
+        )
+    else:
+        doc = {
+            "dataset": entry.alias,
+            "datasetId": entry.id.to_did_odf(),
+            "head": None if status.head is None else status.head.to_multibase(),
+            "disputed": status.disputed,
+            "disputedBlocks": [h.to_multibase() for h in status.disputed_blocks],
+            "pending": status.pending,
+            "attestations": rows,
+        }
+        render(doc, args.output_format)
+    return EXIT_OK
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    """Run the validator once on the named datasets."""
+    from node.output import render
+    from node.validator import Validator, load_or_create_validator_key
+    from p2p.attestation import Verdict
+    from p2p.errors import IdentityError
+
+    ws = open_workspace(args)
+    try:
+        key = load_or_create_validator_key(ws)
+    except IdentityError as e:
+        _err(str(e))
+        return EXIT_INVALID
+    validator = Validator(ws, key)
+    code = EXIT_OK
+    docs: list[dict[str, Any]] = []
+    for ref in args.dataset:
+        run = validator.validate(ref, max_blocks=args.max_blocks, retry_could_not_check=args.retry)
+        if run.count(Verdict.DIVERGED):
+            code = EXIT_VERIFY_FAILED
+        rows = [attestation_row(a) for a in run.attestations]
+        if args.output_format == "table":
+            render(
+                [_short_row(r) for r in rows],
+                "table",
+                columns=["seq", "block", "verdict", "detail"],
+                title=(
+                    f"{run.alias}: {len(rows)} blocks checked by {key.dataset_id.to_did_key()}"
+                    f", backlog {run.backlog}"
+                ),
+            )
+        else:
+            docs.append(
+                {
+                    "dataset": run.alias,
+                    "datasetId": run.dataset_id.to_did_odf(),
+                    "validator": key.dataset_id.to_did_key(),
+                    "backlog": run.backlog,
+                    "attestations": rows,
+                }
+            )
+    if args.output_format != "table":
+        render(docs, args.output_format)
+    return code
+
+
+def register(sub: Any) -> None:
+    """Add ``attestations`` and ``validate`` to the top-level sub-parsers."""
+    from node.output import OUTPUT_FORMATS
+
+    p = sub.add_parser(
+        "attestations",
+        help="list validator attestations held for a dataset",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.set_defaults(func=cmd_attestations)
+    p.add_argument("dataset", help="dataset alias or DID")
+    p.add_argument("--block", help="only this block (hash)")
+    p.add_argument("-o", "--output-format", choices=OUTPUT_FORMATS, default="table")
+
+    v = sub.add_parser(
+        "validate",
+        help="check not-yet-checked blocks here and sign attestations",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    v.set_defaults(func=cmd_validate)
+    v.add_argument("dataset", nargs="+", help="dataset aliases or DIDs")
+    v.add_argument("--max-blocks", type=int, default=None, help="check at most N blocks each")
+    v.add_argument(
+        "--retry", action="store_true", help="check again blocks that could not be checked"
+    )
+    v.add_argument("-o", "--output-format", choices=OUTPUT_FORMATS, default="table")
