@@ -37,6 +37,18 @@ from node.cli_util import (
 from node.errors import UsageError, VerificationFailed
 from node.ingest.errors import IngestError, SourceNotFound, SourceUnreachable
 from node.output import OUTPUT_FORMATS, render
+from p2p.errors import (
+    AttestationRejected,
+    DuplicateAttestation,
+    Equivocation,
+    InvalidAttestation,
+    InvalidHeadRecord,
+    NotDescendant,
+    P2PError,
+    PeerUnavailable,
+    StaleHead,
+    TransferError,
+)
 from storage.errors import (
     ChainError,
     DatasetExists,
@@ -71,8 +83,20 @@ def exit_code_for(error: BaseException) -> int:
         | SourceUnreachable,
     ):
         return EXIT_NOT_FOUND
-    if isinstance(error, RefCASFailed | DatasetExists):
+    if isinstance(
+        error,
+        RefCASFailed
+        | DatasetExists
+        | NotDescendant
+        | Equivocation
+        | StaleHead
+        | DuplicateAttestation,
+    ):
         return EXIT_CONFLICT
+    if isinstance(error, PeerUnavailable | TransferError):
+        return EXIT_NOT_FOUND
+    if isinstance(error, InvalidHeadRecord | InvalidAttestation | AttestationRejected | P2PError):
+        return EXIT_INVALID
     if isinstance(
         error,
         MalformedBlock
@@ -191,6 +215,8 @@ def cmd_delete(args: argparse.Namespace) -> int:
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
+    if args.trust is not None:
+        return _verify_trust(args)
     if not args.integrity:
         # Full verification: integrity, then replay of every transform on the engine.
         from node.commands.transform import cmd_verify_replay
@@ -243,6 +269,52 @@ def cmd_verify(args: argparse.Namespace) -> int:
     if failed:
         names = ", ".join(r["dataset"] for r in failed)
         raise VerificationFailed(f"verification failed: {names}", failed)
+    return EXIT_OK
+
+
+def _verify_trust(args: argparse.Namespace) -> int:
+    """Accept heads on validators' attestations instead of replaying locally."""
+    from fbs.did import DatasetId
+    from node.trust import verify_with_trust
+
+    if args.integrity:
+        raise UsageError("--trust and --integrity exclude each other")
+    trusted = {DatasetId.from_did(v) for v in args.validator} if args.validator else None
+    ws = open_workspace(args)
+    entries = [ws.resolve(r) for r in args.dataset] if args.dataset else ws.list()
+    rows: list[dict[str, Any]] = []
+    for entry in entries:
+        report = verify_with_trust(ws, entry.id, args.trust, trusted=trusted)
+        rows.append(
+            {
+                "dataset": entry.alias,
+                "id": str(entry.id),
+                "head": str(report.head) if report.head else None,
+                "ok": report.ok,
+                "disputed": report.disputed,
+                "required": report.required,
+                "validators": [v.to_did_key() for v in report.validators],
+                "failures": list(report.failures),
+                "notes": list(report.notes),
+            }
+        )
+    if args.output_format == "table":
+        for r in rows:
+            status = "OK" if r["ok"] else ("DISPUTED" if r["disputed"] else "NOT VERIFIED")
+            print(
+                f"{r['dataset']}: {status} ({len(r['validators'])} validator(s), "
+                f"{r['required']} required)"
+            )
+            for f in r["failures"]:
+                print(f"  - {f}")
+            for n in r["notes"]:
+                sys.stderr.write(f"odf: note: {r['dataset']}: {n}\n")
+    else:
+        render(rows, args.output_format)
+    failed = [r for r in rows if not r["ok"]]
+    if failed:
+        names = ", ".join(r["dataset"] for r in failed)
+        raise VerificationFailed(f"not verified by {args.trust} validator(s): {names}", failed)
     return EXIT_OK
 
 
@@ -385,6 +457,19 @@ def build_parser() -> argparse.ArgumentParser:
         "--integrity", action="store_true", help="check hashes and chain rules only (no replay)"
     )
     p.add_argument("-r", "--recursive", action="store_true", help="verify upstream derivatives too")
+    p.add_argument(
+        "--trust",
+        type=int,
+        metavar="N",
+        help="accept the head when N distinct validators attested `reproduced` (no replay)",
+    )
+    p.add_argument(
+        "--validator",
+        action="append",
+        default=[],
+        metavar="DID",
+        help="with --trust: count only these validators (repeatable)",
+    )
     _add_format(p, OUTPUT_FORMATS, "table")
 
     p = cmd("gc", cmd_gc, "delete objects no dataset references")
