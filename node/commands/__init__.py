@@ -14,4 +14,5 @@ COMMAND_MODULES: tuple[str, ...] = (
     "node.commands.remote",
     "node.commands.pull",
     "node.commands.attest",
+    "node.commands.node",
 )

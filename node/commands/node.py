@@ -1,0 +1,248 @@
+"""``odf node``: run the peer-to-peer node daemon and talk to the running one.
+
+- ``odf node run [--config FILE] [--listen ADDR ...] [--http-port P] [--bootstrap ADDR ...]
+  [--mdns] [--follow DS|all ...]``: serve the workspace until SIGTERM/Ctrl-C (see
+  `node.daemon`). Command-line values override the config file.
+- ``odf node status`` / ``odf node peers``: ask the running node (found through
+  ``.odf/run/node.json``) over its HTTP API; ``--json`` prints the API's JSON.
+- ``odf node follow DS``: replicate DS as heads are announced: the running node is told
+  over HTTP (persisted); without a running node, a foreground node follows DS.
+- ``odf node unfollow DS``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import TYPE_CHECKING, Any
+
+from node.cli_util import EXIT_NOT_FOUND, EXIT_OK, EXIT_USAGE, open_workspace
+
+if TYPE_CHECKING:
+    from node.daemon import RunInfo
+    from node.daemon_config import NodeConfig
+    from storage.workspace import Workspace
+
+__all__ = ["register"]
+
+#: Timeout of requests to the running node (seconds).
+API_TIMEOUT_S = 30.0
+
+
+def _err(msg: str) -> None:
+    sys.stderr.write(f"odf: error: {msg}\n")
+
+
+def _config(args: argparse.Namespace) -> NodeConfig:
+    from pathlib import Path
+
+    from node.daemon_config import NodeConfig, load_config
+
+    base = load_config(Path(args.config)) if args.config else NodeConfig()
+    follow = list(base.follow) + [f for f in (args.follow or []) if f not in base.follow]
+    return base.with_overrides(
+        listen=args.listen or None,
+        bootstrap=(list(base.bootstrap) + args.bootstrap) if args.bootstrap else None,
+        mdns=True if args.mdns else None,
+        http_host=args.http_host,
+        http_port=args.http_port,
+        follow=follow,
+        allow_ingest=False if args.no_ingest else None,
+        log_level=args.log_level,
+        log_format=args.log_format,
+    )
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from node.daemon import NodeDaemon, run_daemon
+
+    ws = open_workspace(args)
+    config = _config(args)
+
+    def ready(daemon: NodeDaemon) -> None:
+        if not args.quiet:
+            sys.stderr.write(
+                f"odf node {daemon.host.peer_id}\n"
+                f"  libp2p: {' '.join(daemon.host.addrs)}\n"
+                f"  http:   {daemon.http_url}\n"
+            )
+            sys.stderr.flush()
+
+    run_daemon(ws, config, ready=ready)
+    return EXIT_OK
+
+
+def _running(ws: Workspace) -> RunInfo | None:
+    from node.daemon import read_run_info
+
+    return read_run_info(ws)
+
+
+def _api(info: RunInfo, path: str, body: dict[str, Any] | None = None, method: str = "GET") -> Any:
+    import urllib.error
+    import urllib.request
+
+    data = json.dumps(body).encode() if body is not None else None
+    req = urllib.request.Request(
+        info.http_url + path,
+        data=data,
+        method=method,
+        headers={"Content-Type": "application/json"} if data else {},
+    )
+    try:
+        with urllib.request.urlopen(req, timeout=API_TIMEOUT_S) as r:
+            return json.loads(r.read())
+    except urllib.error.HTTPError as e:
+        try:
+            message = json.loads(e.read()).get("error", str(e))
+        except ValueError:
+            message = str(e)
+        from node.errors import UsageError
+
+        raise UsageError(f"node refused: {message}") from None
+    except (urllib.error.URLError, OSError) as e:
+        from node.daemon import NodeNotRunning
+
+        raise NodeNotRunning(f"cannot reach the node at {info.http_url}: {e}") from None
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    ws = open_workspace(args)
+    info = _running(ws)
+    if info is None:
+        if args.json:
+            print(json.dumps({"running": False}))
+        else:
+            print("No node is running for this workspace (start one with: odf node run)")
+        return EXIT_NOT_FOUND
+    doc = _api(info, "/api/status")
+    if args.json:
+        print(json.dumps(doc, indent=2))
+        return EXIT_OK
+    print(f"Node {doc.get('peerId')} (pid {info.pid}), up {doc.get('uptimeSeconds')} s")
+    print(f"  http:     {doc.get('httpUrl')}")
+    for a in doc.get("addrs", []):
+        print(f"  libp2p:   {a}")
+    print(f"  datasets: {doc.get('datasets')}, peers: {doc.get('peers')}")
+    follow = doc.get("follow") or []
+    print(f"  follow:   {', '.join(follow) if follow else '(nothing)'}")
+    for p in doc.get("pulls", []):
+        state = "running" if p["running"] else "queued"
+        print(f"  pull {state}: {p['dataset']} #{p['sequenceNumber']} (attempts {p['attempts']})")
+    for p in doc.get("recentPulls", [])[-5:]:
+        print(
+            f"  pulled:   {p['dataset']} #{p['sequenceNumber']} {p['detail']} "
+            f"({p['objects']} objects, {p['bytes']} bytes, {p['seconds']} s)"
+        )
+    return EXIT_OK
+
+
+def cmd_peers(args: argparse.Namespace) -> int:
+    ws = open_workspace(args)
+    info = _running(ws)
+    if info is None:
+        _err("no node is running for this workspace")
+        return EXIT_NOT_FOUND
+    rows = _api(info, "/api/peers")
+    if args.json:
+        print(json.dumps(rows, indent=2))
+        return EXIT_OK
+    if not rows:
+        print("No peers")
+    for r in rows:
+        flags = [f for f, on in (("connected", r["connected"]), ("banned", r["banned"])) if on]
+        print(f"{r['peerId']}  score {r['score']:g}  {' '.join(flags)}")
+    return EXIT_OK
+
+
+def cmd_follow(args: argparse.Namespace) -> int:
+    ws = open_workspace(args)
+    info = _running(ws)
+    if info is not None and not args.foreground:
+        doc = _api(info, "/api/follow", {"dataset": args.dataset}, method="POST")
+        print(f"Following {doc['followed']} on the running node ({info.http_url})")
+        return EXIT_OK
+    if info is not None:
+        _err("a node already runs for this workspace; drop --foreground")
+        return EXIT_USAGE
+    from pathlib import Path
+
+    from node.daemon import run_daemon
+    from node.daemon_config import NodeConfig, load_config
+
+    base = load_config(Path(args.config)) if args.config else NodeConfig()
+    config = base.with_overrides(
+        follow=[*base.follow, args.dataset],
+        bootstrap=(list(base.bootstrap) + args.bootstrap) if args.bootstrap else None,
+        http_port=args.http_port,
+    )
+    sys.stderr.write(f"Following {args.dataset} in the foreground (Ctrl-C stops)\n")
+    run_daemon(ws, config)
+    return EXIT_OK
+
+
+def cmd_unfollow(args: argparse.Namespace) -> int:
+    ws = open_workspace(args)
+    info = _running(ws)
+    if info is None:
+        _err("no node is running for this workspace")
+        return EXIT_NOT_FOUND
+    doc = _api(info, "/api/follow", {"dataset": args.dataset}, method="DELETE")
+    print("Stopped following" if doc.get("removed") else "Was not followed", args.dataset)
+    return EXIT_OK
+
+
+def register(sub: Any) -> None:
+    """Add ``node`` (run, status, peers, follow, unfollow) to the top-level sub-parsers."""
+    p = sub.add_parser(
+        "node",
+        help="run the peer-to-peer node, or query the running one",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    nsub = p.add_subparsers(dest="node_command", metavar="COMMAND", required=True)
+
+    r = nsub.add_parser("run", help="serve the workspace to the network until stopped")
+    r.set_defaults(func=cmd_run)
+    r.add_argument("--config", metavar="FILE", help="YAML config file (see node.daemon_config)")
+    r.add_argument(
+        "--listen", action="append", metavar="MULTIADDR", help="libp2p listen address (repeat)"
+    )
+    r.add_argument(
+        "--bootstrap", action="append", default=[], metavar="MULTIADDR", help="peer to dial"
+    )
+    r.add_argument("--mdns", action="store_true", help="LAN discovery (binds every interface)")
+    r.add_argument("--http-host", metavar="HOST", help="HTTP API bind address (127.0.0.1)")
+    r.add_argument("--http-port", type=int, metavar="PORT", help="HTTP API port (0: any)")
+    r.add_argument(
+        "--follow", action="append", metavar="DS", help="replicate DS (alias, DID or 'all')"
+    )
+    r.add_argument("--no-ingest", action="store_true", help="refuse push ingest over HTTP")
+    r.add_argument("--log-level", choices=("debug", "info", "warning", "error"))
+    r.add_argument("--log-format", choices=("json", "text"))
+    r.add_argument("-q", "--quiet", action="store_true", help="no startup summary")
+
+    s = nsub.add_parser("status", help="status of the running node")
+    s.set_defaults(func=cmd_status)
+    s.add_argument("--json", action="store_true", help="print the API's JSON")
+
+    s = nsub.add_parser("peers", help="peers of the running node with their scores")
+    s.set_defaults(func=cmd_peers)
+    s.add_argument("--json", action="store_true", help="print the API's JSON")
+
+    f = nsub.add_parser("follow", help="replicate a dataset as new heads are announced")
+    f.set_defaults(func=cmd_follow)
+    f.add_argument("dataset", help="alias, DID, or 'all'")
+    f.add_argument(
+        "--foreground", action="store_true", help="run a follower node here (no running node)"
+    )
+    f.add_argument("--config", metavar="FILE", help="foreground: YAML config file")
+    f.add_argument(
+        "--bootstrap", action="append", default=[], metavar="MULTIADDR", help="foreground: peer"
+    )
+    f.add_argument("--http-port", type=int, metavar="PORT", help="foreground: HTTP API port")
+
+    u = nsub.add_parser("unfollow", help="stop replicating a dataset")
+    u.set_defaults(func=cmd_unfollow)
+    u.add_argument("dataset", help="alias or DID as followed")

@@ -1,0 +1,1349 @@
+"""The node daemon (``odf node run``): one process serving a workspace to the network.
+
+Parts, all on one asyncio loop (py-libp2p runs in the host's own trio thread, see
+`p2p.host`):
+
+* a `p2p.host.P2PHost` with a persistent identity (``.odf/p2p/identity.key``), the
+  object exchange server (`p2p.exchange`) and signed-head gossip (`p2p.gossip`);
+* the HTTP API (`node.http_api`) plus the daemon's own JSON endpoints
+  (``/api/follow``, ``/api/network/{did}``) and live ``/api/status`` / ``/api/peers``;
+* the **head watcher**: every ``head_poll_interval_s`` it reads ``refs/head`` of every
+  dataset (one small file each). A new head of a dataset this node *owns* (its key is
+  in the workspace key store) is signed (`p2p.head_record.sign_head`), stored as the
+  high-water mark (`p2p.head_store.HeadStore.accept`) and gossiped; a new head of a
+  replica is gossiped with the owner's record when the node holds it (a push or a pull
+  brought it). Held heads are announced again when new peers join the topic and every
+  ``reannounce_interval_s``, so late joiners learn them;
+* the **follower**: a received record (already signature-checked by the gossip
+  validator) is checked against the head store (stale, replayed and lower records cost
+  nothing), then, for followed datasets (or all with ``follow: [all]``), a pull is
+  queued. Pulls are serialized per dataset (one task each; a newer record received
+  meanwhile is pulled next), run from the announcing peer and every connected peer
+  that has the head, retry with exponential backoff, and resume: objects already
+  stored are not fetched again (`p2p.sync.pull_dataset`). On start and when peers join,
+  interrupted pulls (``.odf/staging/pull-*``, held records ahead of the local head) and
+  followed datasets are looked up on the peers.
+
+Run directory ``.odf/run/``: ``node.lock`` (flock held while the node runs: one node per
+workspace) and ``node.json`` (pid, peer id, addresses, HTTP URL), written atomically
+after start and removed on clean stop; `read_run_info` ignores a file whose process is
+gone. Follows added at run time persist in ``.odf/p2p/follow.json``.
+
+Shutdown (SIGTERM/SIGINT): gossip deliveries are ignored, the watcher stops, pulls are
+cancelled and awaited, the HTTP server and the libp2p host stop. Cancelling a pull is
+safe at any point: objects are streamed into ``.pending-*`` quarantine files and only
+renamed after their hash matched; a new dataset is assembled in ``staging/`` and
+renamed into ``datasets/`` whole; a head moves by one compare-and-swap of
+``refs/head``. File work already handed to a worker thread finishes before the
+process exits (`run_daemon` drains the executor).
+
+Logs: one JSON object per line on stderr (``log_format: text`` gives ``key=value``);
+py-libp2p's chatty loggers are lowered to WARNING.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import fcntl
+import json
+import logging
+import os
+import signal
+import sys
+import time
+from collections import OrderedDict, deque
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from aiohttp import web
+
+from fbs.did import DatasetId
+from fbs.errors import FbsError, OdfError
+from fbs.multiformats import Multihash
+from node.daemon_config import NodeConfig
+from node.errors import NodeError, UsageError
+from node.http_api import HttpApiConfig, create_app
+from p2p.errors import (
+    Equivocation,
+    HostError,
+    InvalidHeadRecord,
+    NotDescendant,
+    P2PError,
+    PeerMisbehaved,
+    PeerUnavailable,
+    StaleHead,
+    TransferError,
+)
+from p2p.exchange import ExchangeClient, ExchangeServer
+from p2p.gossip import HEADS_TOPIC, HeadGossip
+from p2p.head_record import HeadRecord, sign_head
+from p2p.head_store import HeadStore
+from p2p.host import HostConfig, P2PHost
+from p2p.libp2p_source import Libp2pSource
+from p2p.peers import PeerScores
+from p2p.sync import ObjectSource, PullResult, pull_dataset
+from storage.dataset import Dataset
+from storage.errors import DatasetNotFound, StorageError
+from storage.fsutil import atomic_write_bytes, ensure_dir, read_bytes_limited
+from storage.layout import DatasetLayout
+from storage.workspace import Workspace
+
+__all__ = [
+    "FOLLOW_FILE",
+    "IDENTITY_FILE",
+    "RUN_FILE",
+    "NodeAlreadyRunning",
+    "NodeDaemon",
+    "NodeNotRunning",
+    "PullRecord",
+    "RemoteRef",
+    "ResolvedRemote",
+    "RunInfo",
+    "parse_remote_ref",
+    "read_run_info",
+    "resolve_remote",
+    "run_daemon",
+    "setup_logging",
+]
+
+log = logging.getLogger("odf.node")
+
+#: Identity key file, relative to the workspace root (``.odf/``).
+IDENTITY_FILE: Final = "p2p/identity.key"
+#: Run directory files, relative to the workspace root.
+RUN_DIR: Final = "run"
+RUN_FILE: Final = "run/node.json"
+LOCK_FILE: Final = "run/node.lock"
+#: Follows added at run time.
+FOLLOW_FILE: Final = "p2p/follow.json"
+#: Largest run / follow file read.
+MAX_RUN_FILE_BYTES: Final = 64 * 1024
+#: Most follow entries.
+MAX_FOLLOWS: Final = 10_000
+#: Network heads remembered (datasets seen in gossip), most recent kept.
+MAX_KNOWN_HEADS: Final = 10_000
+#: Providers remembered per dataset.
+MAX_PROVIDERS: Final = 32
+#: Finished pulls kept for ``/api/status``.
+PULL_HISTORY: Final = 50
+#: Bound on asking one peer for a head (seconds).
+PROBE_TIMEOUT_S: Final = 10.0
+#: Cap of the retry backoff (seconds).
+MAX_RETRY_DELAY_S: Final = 30.0
+#: How long `NodeDaemon.stop` waits for cancelled pulls (seconds).
+STOP_PULLS_TIMEOUT_S: Final = 10.0
+#: Delay before announcing to peers that just joined the topic (their subscription
+#: must reach our gossipsub router first).
+JOIN_ANNOUNCE_DELAY_S: Final = 0.5
+#: Loggers of py-libp2p and friends lowered to WARNING.
+NOISY_LOGGERS: Final = (
+    "libp2p",
+    "multiaddr",
+    "async_service",
+    "aiohttp.access",
+    "asyncio",
+    "trio",
+)
+
+
+class NodeAlreadyRunning(NodeError):
+    """Another node process serves this workspace (its run lock is held)."""
+
+
+class NodeNotRunning(NodeError):
+    """No node process serves this workspace."""
+
+
+# -- logging ---------------------------------------------------------------------------
+
+
+class _JsonFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        doc: dict[str, Any] = {
+            "ts": round(record.created, 3),
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "msg": record.getMessage(),
+        }
+        fields = getattr(record, "fields", None)
+        if isinstance(fields, dict):
+            doc.update(fields)
+        if record.exc_info and record.exc_info[0] is not None:
+            doc["exc"] = self.formatException(record.exc_info)
+        return json.dumps(doc, default=str, ensure_ascii=False)
+
+
+class _TextFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        parts = [
+            time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created)),
+            f"level={record.levelname.lower()}",
+            f"logger={record.name}",
+            f"msg={json.dumps(record.getMessage())}",
+        ]
+        fields = getattr(record, "fields", None)
+        if isinstance(fields, dict):
+            for k, v in fields.items():
+                text = v if isinstance(v, int | float) else json.dumps(str(v))
+                parts.append(f"{k}={text}")
+        line = " ".join(parts)
+        if record.exc_info and record.exc_info[0] is not None:
+            line += "\n" + self.formatException(record.exc_info)
+        return line
+
+
+def setup_logging(level: str = "info", fmt: str = "json", stream: Any = None) -> None:
+    """Structured logs on ``stream`` (stderr): ``json`` lines or ``text`` key=value.
+
+    py-libp2p's loggers (`NOISY_LOGGERS`) are set to WARNING unless ``level`` is debug.
+    """
+    handler = logging.StreamHandler(stream or sys.stderr)
+    handler.setFormatter(_JsonFormatter() if fmt == "json" else _TextFormatter())
+    root = logging.getLogger()
+    for old in list(root.handlers):
+        root.removeHandler(old)
+    root.addHandler(handler)
+    root.setLevel(level.upper())
+    for name in NOISY_LOGGERS:
+        logging.getLogger(name).setLevel(logging.DEBUG if level == "debug" else logging.WARNING)
+
+
+def _event(level: int, msg: str, **fields: Any) -> None:
+    log.log(level, msg, extra={"fields": fields})
+
+
+# -- run directory ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class RunInfo:
+    """What ``.odf/run/node.json`` says about the running node.
+
+    Attributes:
+        pid: the node process.
+        peer_id: its libp2p peer id.
+        addrs: its dialable multiaddrs (with ``/p2p/<peer id>``).
+        http_url: base URL of its HTTP API.
+        started_at: UNIX time of start.
+    """
+
+    pid: int
+    peer_id: str
+    addrs: tuple[str, ...]
+    http_url: str
+    started_at: float
+
+    def to_json(self) -> bytes:
+        """The file's JSON."""
+        return json.dumps(
+            {
+                "pid": self.pid,
+                "peerId": self.peer_id,
+                "addrs": list(self.addrs),
+                "httpUrl": self.http_url,
+                "startedAt": self.started_at,
+            },
+            indent=2,
+        ).encode()
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def read_run_info(ws: Workspace) -> RunInfo | None:
+    """The running node of ``ws`` (``None``: no node, or a stale file of a dead process)."""
+    path = ws.root / RUN_FILE
+    try:
+        data = read_bytes_limited(path, MAX_RUN_FILE_BYTES)
+    except (FileNotFoundError, StorageError):
+        return None
+    if data is None:
+        return None
+    try:
+        doc = json.loads(data)
+        info = RunInfo(
+            pid=int(doc["pid"]),
+            peer_id=str(doc["peerId"]),
+            addrs=tuple(str(a) for a in doc["addrs"]),
+            http_url=str(doc["httpUrl"]),
+            started_at=float(doc["startedAt"]),
+        )
+    except (ValueError, KeyError, TypeError):
+        return None
+    return info if _pid_alive(info.pid) else None
+
+
+class _RunLock:
+    """``.odf/run/node.lock``: one node per workspace (released by the kernel on exit)."""
+
+    def __init__(self, ws: Workspace) -> None:
+        self.path = ws.root / LOCK_FILE
+        self._fd: int | None = None
+
+    def acquire(self) -> None:
+        ensure_dir(self.path.parent)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise NodeAlreadyRunning(
+                f"a node already serves this workspace ({self.path})"
+            ) from None
+        self._fd = fd
+
+    def release(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+
+# -- follower bookkeeping ----------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class _Want:
+    """A pull to do: the highest record seen and peers that announced it."""
+
+    record: HeadRecord
+    providers: list[str] = field(default_factory=list)
+    attempts: int = 0
+    started_at: float | None = None
+    last_error: str | None = None
+    task: asyncio.Task[None] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PullRecord:
+    """One finished pull, for ``/api/status``.
+
+    Attributes:
+        dataset_id: the dataset.
+        sequence_number: the record pulled to.
+        ok: whether it completed.
+        detail: result summary or the error.
+        blocks / objects / objects_present / bytes: what the pull moved.
+        seconds: duration.
+        finished_at: UNIX time.
+    """
+
+    dataset_id: DatasetId
+    sequence_number: int
+    ok: bool
+    detail: str
+    blocks: int = 0
+    objects: int = 0
+    objects_present: int = 0
+    bytes: int = 0
+    seconds: float = 0.0
+    finished_at: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON form."""
+        return {
+            "dataset": self.dataset_id.to_did_odf(),
+            "sequenceNumber": self.sequence_number,
+            "ok": self.ok,
+            "detail": self.detail,
+            "blocks": self.blocks,
+            "objects": self.objects,
+            "objectsPresent": self.objects_present,
+            "bytes": self.bytes,
+            "seconds": round(self.seconds, 3),
+            "finishedAt": round(self.finished_at, 3),
+        }
+
+
+@dataclass(slots=True)
+class _Known:
+    record: HeadRecord
+    providers: list[str] = field(default_factory=list)
+
+
+def _add_provider(providers: list[str], peer: str) -> None:
+    if peer and peer not in providers:
+        providers.insert(0, peer)
+        del providers[MAX_PROVIDERS:]
+
+
+def _chain_has(ds: Dataset, h: Multihash, seq: int) -> bool:
+    """Whether ``ds``'s chain contains block ``h`` of sequence number ``seq`` (walks back)."""
+    for bh, _raw, block in ds.iter_blocks():
+        if bh == h:
+            return True
+        if block.sequence_number <= seq:
+            return False
+    return False
+
+
+# -- the daemon --------------------------------------------------------------------------
+
+
+class NodeDaemon:
+    """A node serving ``workspace`` (see the module docstring).
+
+    Args:
+        workspace: the workspace served.
+        config: settings (`node.daemon_config.NodeConfig`).
+        write_run_file: maintain ``.odf/run/`` (lock and ``node.json``); tests running
+            several daemons on one workspace would turn it off.
+    """
+
+    def __init__(
+        self, workspace: Workspace, config: NodeConfig, *, write_run_file: bool = True
+    ) -> None:
+        self.ws = workspace
+        self.config = config
+        self.head_store = HeadStore.for_workspace(workspace.root)
+        self.scores = PeerScores()
+        self.host = P2PHost(
+            HostConfig(
+                listen_addrs=config.listen,
+                # Dialled by `_dial_bootstrap` once gossipsub runs: py-libp2p 0.8.1 dials
+                # `bootstrap` inside host.run, before the pubsub service exists, and the
+                # pubsub notifee then fails the whole host.
+                identity_path=workspace.root / IDENTITY_FILE,
+                enable_mdns=config.mdns,
+            ),
+            scores=self.scores,
+        )
+        self.server = ExchangeServer(workspace, head_records=self._record_json)
+        self.client: ExchangeClient | None = None
+        self.gossip = HeadGossip(self.host, self._on_record, is_fresh=self._is_fresh)
+        self._write_run_file = write_run_file
+        self._lock = _RunLock(workspace)
+        self._runner: web.AppRunner | None = None
+        self.http_url = ""
+        self._tasks: list[asyncio.Task[None]] = []
+        self._wants: dict[DatasetId, _Want] = {}
+        self._known: OrderedDict[DatasetId, _Known] = OrderedDict()
+        self._seen_heads: dict[DatasetId, Multihash] = {}
+        self._history: deque[PullRecord] = deque(maxlen=PULL_HISTORY)
+        self._follow: list[str] = list(config.follow)
+        self._peers: list[str] = []
+        self._topic_peers: frozenset[str] = frozenset()
+        self._stopping = False
+        self._started = False
+        self._started_at = 0.0
+        self.announced = 0
+        self._wake = asyncio.Event()
+
+    # -- lifecycle -----------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Start the host, gossip, HTTP API and background tasks; write ``node.json``.
+
+        Raises:
+            NodeAlreadyRunning: another node serves the workspace.
+            HostError / IdentityError: libp2p could not start.
+            OSError: the HTTP port cannot be bound.
+        """
+        if self._write_run_file:
+            self._lock.acquire()
+        try:
+            await self._start()
+        except BaseException:
+            await self.stop()
+            raise
+
+    async def _start(self) -> None:
+        self._load_follows()
+        self.server.register(self.host)
+        await self.host.start()
+        self.client = ExchangeClient(self.host)
+        await self.gossip.start()
+        await self._dial_bootstrap()
+        app = create_app(
+            self.ws,
+            config=HttpApiConfig(
+                allow_ingest=self.config.allow_ingest, allow_push=self.config.allow_push
+            ),
+            head_store=self.head_store,
+            peers=self.peers_info,
+            status=self.status_info,
+        )
+        app.middlewares.append(self._api_middleware)
+        self._runner = web.AppRunner(app, access_log=None, handle_signals=False)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, self.config.http_host, self.config.http_port)
+        await site.start()
+        port = self._runner.addresses[0][1]
+        host = self.config.http_host
+        self.http_url = f"http://{'[' + host + ']' if ':' in host else host}:{port}"
+        self._started_at = time.time()
+        self._started = True
+        if self._write_run_file:
+            info = RunInfo(
+                os.getpid(), self.host.peer_id, tuple(self.host.addrs), self.http_url, time.time()
+            )
+            atomic_write_bytes(self.ws.root / RUN_FILE, info.to_json())
+        self._tasks.append(asyncio.create_task(self._watch_loop(), name="head-watcher"))
+        _event(
+            logging.INFO,
+            "node started",
+            peer_id=self.host.peer_id,
+            addrs=self.host.addrs,
+            http=self.http_url,
+            follow=self._follow,
+            workspace=str(self.ws.root),
+        )
+
+    async def _dial_bootstrap(self) -> None:
+        """Dial bootstrap peers not connected (in parallel; failures are logged)."""
+        connected = set(self._peers)
+
+        async def dial(addr: str) -> None:
+            if addr.rsplit("/p2p/", 1)[-1] in connected:
+                return
+            try:
+                await self.host.connect(addr)
+            except P2PError as e:
+                _event(logging.WARNING, "bootstrap dial failed", addr=addr, error=str(e))
+
+        await asyncio.gather(*(dial(a) for a in self.config.bootstrap))
+
+    async def stop(self) -> None:
+        """Stop everything (idempotent); in-flight pulls are cancelled safely."""
+        if self._stopping:
+            return
+        self._stopping = True
+        pulls = [w.task for w in self._wants.values() if w.task is not None]
+        for task in [*self._tasks, *pulls]:
+            task.cancel()
+        pending = [t for t in [*self._tasks, *pulls] if not t.done()]
+        if pending:
+            await asyncio.wait(pending, timeout=STOP_PULLS_TIMEOUT_S)
+        if self._runner is not None:
+            await self._runner.cleanup()
+        with contextlib.suppress(HostError):
+            await self.host.stop()
+        if self._write_run_file:
+            if self._started:
+                with contextlib.suppress(OSError):
+                    (self.ws.root / RUN_FILE).unlink()
+            self._lock.release()
+        if self._started:
+            _event(logging.INFO, "node stopped", cancelled_pulls=len(pulls))
+
+    async def __aenter__(self) -> NodeDaemon:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()
+
+    # -- follow list ---------------------------------------------------------------------
+
+    def _load_follows(self) -> None:
+        try:
+            data = read_bytes_limited(self.ws.root / FOLLOW_FILE, MAX_RUN_FILE_BYTES)
+        except (FileNotFoundError, StorageError):
+            return
+        try:
+            items = json.loads(data or b"[]")
+        except ValueError:
+            _event(logging.WARNING, "ignoring unreadable follow file")
+            return
+        if isinstance(items, list):
+            for item in items[:MAX_FOLLOWS]:
+                if isinstance(item, str) and item and item not in self._follow:
+                    self._follow.append(item)
+
+    def _save_follows(self) -> None:
+        ensure_dir((self.ws.root / FOLLOW_FILE).parent)
+        extra = [f for f in self._follow if f not in self.config.follow]
+        atomic_write_bytes(self.ws.root / FOLLOW_FILE, json.dumps(extra).encode())
+
+    @property
+    def follow_list(self) -> list[str]:
+        """Followed datasets (aliases, DIDs, or ``all``)."""
+        return list(self._follow)
+
+    @property
+    def follow_all(self) -> bool:
+        """Whether every announced dataset is replicated."""
+        return "all" in self._follow
+
+    def follow(self, ref: str) -> str:
+        """Follow a dataset (alias, DID, or ``all``); persists. Returns the entry stored.
+
+        Raises:
+            UsageError: not ``all``, a DID, or a valid alias; too many follows.
+        """
+        entry = ref.strip()
+        if entry != "all":
+            if entry.startswith("did:"):
+                try:
+                    entry = DatasetId.from_did(entry).to_did_odf()
+                except FbsError as e:
+                    raise UsageError(f"invalid dataset id {ref!r}: {e}") from None
+            else:
+                try:
+                    entry = self.ws.resolve(entry).id.to_did_odf()
+                except (DatasetNotFound, StorageError, FbsError) as e:
+                    raise UsageError(
+                        f"cannot follow {ref!r}: {e} (follow a dataset not held yet by its DID)"
+                    ) from None
+        if entry not in self._follow:
+            if len(self._follow) >= MAX_FOLLOWS:
+                raise UsageError(f"at most {MAX_FOLLOWS} follows")
+            self._follow.append(entry)
+            self._save_follows()
+            _event(logging.INFO, "following", dataset=entry)
+        self._wake.set()
+        return entry
+
+    def unfollow(self, ref: str) -> bool:
+        """Stop following ``ref`` (as stored by `follow`); whether it was followed."""
+        entry = ref.strip()
+        if entry.startswith("did:"):
+            with contextlib.suppress(FbsError):
+                entry = DatasetId.from_did(entry).to_did_odf()
+        if entry not in self._follow:
+            return False
+        self._follow.remove(entry)
+        self._save_follows()
+        return True
+
+    def _followed_ids(self) -> set[DatasetId]:
+        out: set[DatasetId] = set()
+        for entry in self._follow:
+            if entry == "all":
+                continue
+            try:
+                out.add(
+                    DatasetId.from_did(entry)
+                    if entry.startswith("did:")
+                    else self.ws.resolve(entry).id
+                )
+            except (DatasetNotFound, StorageError, FbsError):
+                continue
+        return out
+
+    def is_followed(self, did: DatasetId) -> bool:
+        """Whether announced heads of ``did`` are replicated."""
+        return self.follow_all or did in self._followed_ids()
+
+    # -- head records --------------------------------------------------------------------
+
+    def _record_json(self, did: DatasetId) -> bytes | None:
+        # Exchange server provider (runs in the trio thread): the held record, if any.
+        try:
+            rec = self.head_store.get(did)
+        except P2PError:
+            return None
+        return rec.to_json() if rec is not None else None
+
+    def _is_fresh(self, record: HeadRecord) -> bool:
+        # Gossip validator (trio thread): forward only records above the held one, or
+        # conflicting ones (equivocation evidence must travel).
+        try:
+            held = self.head_store.get(record.dataset_id)
+        except P2PError:
+            return False
+        if held is None:
+            return True
+        if record.sequence_number > held.sequence_number:
+            return True
+        return record.sequence_number == held.sequence_number and record.head != held.head
+
+    def _record_for_head(self, did: DatasetId, head: Multihash) -> HeadRecord | None:
+        """The record to announce for ``did`` at ``head``; signs it if this node owns it."""
+        held = self.head_store.get(did)
+        if held is not None and held.head == head:
+            return held
+        if not self.ws.keys.has(did):
+            return None
+        ds = self.ws.get(did)
+        state = ds.state()
+        if state is None:
+            return None
+        key = self.ws.keys.load(did)
+        record = sign_head(key, state.head, state.sequence_number, state.system_time)
+
+        def is_descendant(old: Multihash, _new: Multihash) -> bool:
+            seq = held.sequence_number if held is not None else 0
+            return _chain_has(ds, old, seq)
+
+        try:
+            self.head_store.accept(record, expected_dataset_id=did, is_descendant=is_descendant)
+        except StaleHead:
+            # Signed meanwhile by the HTTP API (refs/head.sig) for the same head.
+            held = self.head_store.get(did)
+            return held if held is not None and held.head == state.head else None
+        _event(
+            logging.INFO,
+            "signed head",
+            dataset=did.to_did_odf(),
+            head=str(state.head),
+            seq=state.sequence_number,
+        )
+        return record
+
+    def _scan_heads(self, everything: bool) -> list[HeadRecord]:
+        """Records to announce: new heads (or every held head if ``everything``)."""
+        out: list[HeadRecord] = []
+        try:
+            names = sorted(os.listdir(self.ws.datasets_dir))
+        except FileNotFoundError:
+            return out
+        for name in names:
+            try:
+                did = DatasetId.from_multibase(name)
+                head = DatasetLayout(self.ws.datasets_dir / name).refs.get_or_none("head")
+            except (FbsError, StorageError, OSError):
+                continue
+            if head is None or (not everything and self._seen_heads.get(did) == head):
+                continue
+            try:
+                record = self._record_for_head(did, head)
+            except Equivocation as e:
+                _event(logging.ERROR, "refusing to sign a conflicting head", error=str(e))
+                record = None
+            except (OdfError, OSError) as e:
+                _event(logging.WARNING, "cannot sign head", dataset=name, error=str(e))
+                continue
+            self._seen_heads[did] = head
+            if record is not None:
+                out.append(record)
+        return out
+
+    async def announce(self, record: HeadRecord) -> None:
+        """Gossip ``record`` (errors are logged, never raised)."""
+        try:
+            await self.gossip.announce(record)
+        except (P2PError, OdfError) as e:
+            _event(logging.WARNING, "announce failed", error=str(e))
+            return
+        self.announced += 1
+        _event(
+            logging.DEBUG,
+            "announced",
+            dataset=record.dataset_id.to_did_odf(),
+            seq=record.sequence_number,
+        )
+
+    async def _watch_loop(self) -> None:
+        cfg = self.config
+        last_full = time.monotonic()
+        first = True
+        while True:
+            try:
+                peers = await asyncio.to_thread(self.host.peers)
+                topic_peers = frozenset(await asyncio.to_thread(self.host.mesh_peers, HEADS_TOPIC))
+                self._peers = sorted(peers)
+                joined = topic_peers - self._topic_peers
+                self._topic_peers = topic_peers
+                full = first or bool(joined)
+                if time.monotonic() - last_full >= cfg.reannounce_interval_s:
+                    full, last_full = True, time.monotonic()
+                    await self._dial_bootstrap()
+                if joined:
+                    await asyncio.sleep(JOIN_ANNOUNCE_DELAY_S)
+                records = await asyncio.to_thread(self._scan_heads, full)
+                for record in records:
+                    await self.announce(record)
+                woke = self._wake.is_set()
+                self._wake.clear()
+                if first or woke:
+                    await self._probe_peers(self._peers)
+                elif joined:
+                    await self._probe_peers(sorted(joined))
+                first = False
+            except asyncio.CancelledError:
+                raise
+            except (OdfError, OSError) as e:
+                _event(logging.WARNING, "head watcher step failed", error=str(e))
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), cfg.head_poll_interval_s)
+
+    # -- receiving and pulling -----------------------------------------------------------
+
+    def _remember(self, record: HeadRecord, origin: str) -> None:
+        known = self._known.get(record.dataset_id)
+        if known is None or record.sequence_number > known.record.sequence_number:
+            _event(
+                logging.INFO,
+                "head heard",
+                dataset=record.dataset_id.to_did_odf(),
+                seq=record.sequence_number,
+                origin=origin,
+            )
+            known = _Known(record)
+            self._known[record.dataset_id] = known
+        self._known.move_to_end(record.dataset_id)
+        if record.head == known.record.head:
+            _add_provider(known.providers, origin)
+        while len(self._known) > MAX_KNOWN_HEADS:
+            self._known.popitem(last=False)
+
+    async def _on_record(self, record: HeadRecord, origin: str) -> None:
+        if self._stopping:
+            return
+        await self.offer(record, origin)
+
+    async def offer(self, record: HeadRecord, origin: str) -> bool:
+        """Consider a verified ``record`` announced by peer ``origin``; queue a pull.
+
+        Returns:
+            Whether a pull was queued (or an already queued one gained a provider).
+        """
+        did = record.dataset_id
+        self._remember(record, origin)
+        if self.ws.keys.has(did):
+            return False  # our own dataset: only we move it
+        try:
+            await asyncio.to_thread(self.head_store.check, record)
+        except StaleHead:
+            return False
+        except Equivocation as e:
+            _event(logging.WARNING, "equivocation recorded", dataset=str(did), error=str(e))
+            return False
+        except P2PError as e:
+            _event(logging.INFO, "record refused", dataset=str(did), error=str(e))
+            return False
+        if not self.is_followed(did):
+            return False
+        self._queue(record, origin)
+        return True
+
+    def _queue(self, record: HeadRecord, origin: str | None) -> None:
+        did = record.dataset_id
+        want = self._wants.get(did)
+        if want is None:
+            want = self._wants[did] = _Want(record)
+        elif record.sequence_number > want.record.sequence_number:
+            want.record = record
+            want.attempts = 0
+        elif record.head != want.record.head:
+            return  # older (or conflicting: the head store decides at pull time)
+        if origin:
+            _add_provider(want.providers, origin)
+        if want.task is None or want.task.done():
+            want.task = asyncio.create_task(self._pull_loop(did), name=f"pull-{did}")
+
+    def pulls_in_progress(self) -> list[dict[str, Any]]:
+        """Queued and running pulls (JSON rows)."""
+        return [
+            {
+                "dataset": did.to_did_odf(),
+                "sequenceNumber": w.record.sequence_number,
+                "head": str(w.record.head),
+                "running": w.started_at is not None,
+                "attempts": w.attempts,
+                "providers": list(w.providers),
+                "lastError": w.last_error,
+            }
+            for did, w in self._wants.items()
+        ]
+
+    @property
+    def history(self) -> list[PullRecord]:
+        """Finished pulls, oldest first."""
+        return list(self._history)
+
+    async def _pull_loop(self, did: DatasetId) -> None:
+        cfg = self.config
+        while not self._stopping:
+            want = self._wants[did]
+            record = want.record
+            want.started_at = time.monotonic()
+            t0 = time.monotonic()
+            try:
+                result = await self._pull_once(record, want.providers)
+            except asyncio.CancelledError:
+                _event(logging.INFO, "pull cancelled", dataset=str(did))
+                raise
+            except (StaleHead, Equivocation, NotDescendant, InvalidHeadRecord) as e:
+                # Not retryable: the record is behind, conflicting or off our history.
+                self._finish(did, record, False, f"{type(e).__name__}: {e}", t0)
+                if self._wants[did].record is record:
+                    del self._wants[did]
+                    return
+                continue
+            except (OdfError, OSError) as e:
+                want.attempts += 1
+                want.last_error = f"{type(e).__name__}: {e}"
+                want.started_at = None
+                if want.attempts >= cfg.pull_attempts:
+                    self._finish(did, record, False, f"gave up: {want.last_error}", t0)
+                    if self._wants[did].record is record:
+                        del self._wants[did]
+                        return
+                    continue
+                delay = min(MAX_RETRY_DELAY_S, cfg.pull_retry_delay_s * 2 ** (want.attempts - 1))
+                _event(
+                    logging.INFO,
+                    "pull failed, retrying",
+                    dataset=str(did),
+                    attempt=want.attempts,
+                    delay_s=delay,
+                    error=want.last_error,
+                )
+                await asyncio.sleep(delay)
+                continue
+            self._finish(did, record, True, "ok", t0, result)
+            with contextlib.suppress(StorageError, OSError):
+                layout = DatasetLayout(self.ws.datasets_dir / did.as_multibase())
+                head = layout.refs.get_or_none("head")
+                if head is not None:
+                    self._seen_heads[did] = head
+            await self.announce(record)  # one more provider for the others
+            current = self._wants.get(did)
+            if current is None or current.record is record:
+                self._wants.pop(did, None)
+                return
+
+    def _finish(
+        self,
+        did: DatasetId,
+        record: HeadRecord,
+        ok: bool,
+        detail: str,
+        t0: float,
+        result: PullResult | None = None,
+    ) -> None:
+        rec = PullRecord(
+            did,
+            record.sequence_number,
+            ok,
+            detail,
+            blocks=result.blocks_fetched if result else 0,
+            objects=result.objects_fetched if result else 0,
+            objects_present=result.objects_present if result else 0,
+            bytes=result.bytes_fetched if result else 0,
+            seconds=time.monotonic() - t0,
+            finished_at=time.time(),
+        )
+        self._history.append(rec)
+        _event(
+            logging.INFO if ok else logging.WARNING,
+            "pull done" if ok else "pull failed",
+            **rec.to_dict(),
+        )
+
+    async def _probe(self, peer: str, did: DatasetId) -> HeadRecord | None:
+        assert self.client is not None
+        src = Libp2pSource(self.host, self.client, peer, did)
+        try:
+            return await asyncio.wait_for(src.get_head_record(), PROBE_TIMEOUT_S)
+        except (TimeoutError, P2PError):
+            return None
+
+    async def sources_for(self, record: HeadRecord, providers: Sequence[str]) -> list[str]:
+        """Connected or announcing peers that serve ``record``'s head (or a later one)."""
+        me = self.host.peer_id
+        # Only connected peers: an announcement's origin may be several hops away, and
+        # dialling a peer without known addresses would only charge it as unavailable.
+        self._peers = sorted(await asyncio.to_thread(self.host.peers))
+        connected = set(self._peers)
+        order = [p for p in providers if p in connected] + self._peers
+        candidates = [p for p in dict.fromkeys(order) if p != me]
+        candidates = self.scores.usable(candidates)
+        records = await asyncio.gather(*(self._probe(p, record.dataset_id) for p in candidates))
+        return [
+            p
+            for p, r in zip(candidates, records, strict=True)
+            if r is not None
+            and (r.head == record.head or r.sequence_number > record.sequence_number)
+        ]
+
+    async def _pull_once(self, record: HeadRecord, providers: Sequence[str]) -> PullResult:
+        assert self.client is not None
+        peers = await self.sources_for(record, providers)
+        if not peers:
+            raise PeerUnavailable(f"no reachable peer serves {record.dataset_id} at {record.head}")
+        sources: list[ObjectSource] = [
+            Libp2pSource(self.host, self.client, p, record.dataset_id) for p in peers
+        ]
+        _event(
+            logging.INFO,
+            "pulling",
+            dataset=str(record.dataset_id),
+            seq=record.sequence_number,
+            sources=peers,
+        )
+        return await pull_dataset(
+            self.ws,
+            sources,
+            dataset_id=record.dataset_id,
+            head_record=record,
+            head_store=self.head_store,
+        )
+
+    def _resume_candidates(self) -> set[DatasetId]:
+        """Datasets worth asking peers about: followed, half-pulled, behind their record."""
+        out = self._followed_ids()
+        staging = self.ws.root / "staging"
+        with contextlib.suppress(OSError):
+            for name in os.listdir(staging):
+                if name.startswith("pull-"):
+                    with contextlib.suppress(FbsError):
+                        out.add(DatasetId.from_multibase(name[len("pull-") :]))
+        for record in self.head_store.list():
+            layout = DatasetLayout(self.ws.datasets_dir / record.dataset_id.as_multibase())
+            with contextlib.suppress(StorageError, OSError):
+                if layout.refs.get_or_none("head") != record.head:
+                    out.add(record.dataset_id)
+        return {d for d in out if not self.ws.keys.has(d)}
+
+    async def _probe_peers(self, peers: Sequence[str]) -> None:
+        """Ask ``peers`` for the heads of `_resume_candidates` and queue what is newer."""
+        dids = await asyncio.to_thread(self._resume_candidates)
+        for did in sorted(dids, key=str):
+            held = await asyncio.to_thread(self.head_store.get, did)
+            local_head = None
+            with contextlib.suppress(StorageError, OSError):
+                layout = DatasetLayout(self.ws.datasets_dir / did.as_multibase())
+                local_head = layout.refs.get_or_none("head")
+            behind = held is not None and local_head != held.head
+            if held is not None and behind:
+                # An interrupted update: the held record itself is the target (resume).
+                self._queue(held, None)
+            # Half-pulled clones are resumed even when only `all` is followed.
+            wanted = self.is_followed(did) or self._is_staged(did)
+            for peer in peers:
+                if not wanted and not behind:
+                    break
+                record = await self._probe(peer, did)
+                if record is None:
+                    continue
+                self._remember(record, peer)
+                if held is not None and record.sequence_number <= held.sequence_number:
+                    if record.head == held.head and did in self._wants:
+                        _add_provider(self._wants[did].providers, peer)
+                    continue
+                if not wanted:
+                    continue
+                try:
+                    await asyncio.to_thread(self.head_store.check, record)
+                except P2PError:
+                    continue
+                self._queue(record, peer)
+
+    def _is_staged(self, did: DatasetId) -> bool:
+        return (self.ws.root / "staging" / f"pull-{did.as_multibase()}").is_dir()
+
+    async def resolve(self, did: DatasetId) -> dict[str, Any]:
+        """What the network says about ``did``: best record and peers that serve it."""
+        self._peers = sorted(await asyncio.to_thread(self.host.peers))
+        peers = [p for p in self._peers if p != self.host.peer_id]
+        records = await asyncio.gather(*(self._probe(p, did) for p in peers))
+        best: HeadRecord | None = None
+        known = self._known.get(did)
+        if known is not None:
+            best = known.record
+        for r in records:
+            if r is not None and (best is None or r.sequence_number > best.sequence_number):
+                best = r
+        providers = []
+        for p, r in zip(peers, records, strict=True):
+            if r is not None and best is not None and r.head == best.head:
+                providers.append({"peerId": p, "addrs": await self._peer_addrs(p)})
+        return {
+            "dataset": did.to_did_odf(),
+            "record": best.to_dict() if best is not None else None,
+            "providers": providers,
+        }
+
+    async def _peer_addrs(self, peer: str) -> list[str]:
+        from p2p.host import parse_peer_id
+
+        host = self.host.libp2p_host
+        pid = parse_peer_id(peer)
+
+        async def addrs() -> list[str]:
+            try:
+                return [f"{a}/p2p/{peer}" for a in host.get_peerstore().addrs(pid)]
+            except Exception:  # peerstore lookups raise assorted errors for unknown peers
+                return []
+
+        try:
+            return await self.host.run_trio(addrs)
+        except P2PError:
+            return []
+
+    # -- status --------------------------------------------------------------------------
+
+    def peers_info(self) -> list[dict[str, Any]]:
+        """``/api/peers``: connected peers and every scored one."""
+        standings = {s.peer: s for s in self.scores.snapshot()}
+        rows = []
+        for peer in sorted(set(self._peers) | set(standings)):
+            s = standings.get(peer)
+            rows.append(
+                {
+                    "peerId": peer,
+                    "connected": peer in self._peers,
+                    "subscribed": peer in self._topic_peers,
+                    "score": s.score if s else 0.0,
+                    "banned": bool(s and s.banned_until is not None),
+                    "offences": s.offences if s else 0,
+                    "lastReason": s.last_reason if s else None,
+                }
+            )
+        return rows
+
+    def status_info(self) -> dict[str, Any]:
+        """Live fields of ``/api/status``."""
+        running = self.host.running
+        return {
+            "peerId": self.host.peer_id if running else None,
+            "addrs": self.host.addrs if running else [],
+            "httpUrl": self.http_url,
+            "pid": os.getpid(),
+            "peers": len(self._peers),
+            "topicPeers": len(self._topic_peers),
+            "follow": self.follow_list,
+            "followAll": self.follow_all,
+            "pulls": self.pulls_in_progress(),
+            "recentPulls": [r.to_dict() for r in self._history],
+            "networkHeads": len(self._known),
+            "announced": self.announced,
+            "gossip": {
+                "rejected": self.gossip.rejected,
+                "duplicates": self.gossip.duplicates,
+                "droppedDeliveries": self.host.dropped_deliveries,
+            },
+        }
+
+    # -- HTTP endpoints of the daemon ----------------------------------------------------
+
+    @web.middleware
+    async def _api_middleware(
+        self, request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+    ) -> web.StreamResponse:
+        path = request.path
+        if path == "/api/follow":
+            return await self._api_follow(request)
+        if path.startswith("/api/network/"):
+            return await self._api_network(request, path[len("/api/network/") :])
+        return await handler(request)
+
+    async def _api_follow(self, request: web.Request) -> web.StreamResponse:
+        if request.method == "GET":
+            return web.json_response({"follow": self.follow_list, "all": self.follow_all})
+        if request.method not in ("POST", "DELETE"):
+            return web.json_response({"error": "method not allowed"}, status=405)
+        try:
+            doc = await request.json()
+            ref = doc["dataset"]
+            if not isinstance(ref, str) or not ref or len(ref) > 1024:
+                raise ValueError("dataset must be a non-empty string")
+        except (ValueError, KeyError, TypeError) as e:
+            return web.json_response({"error": f"bad request: {e}"}, status=400)
+        if request.method == "DELETE":
+            return web.json_response({"removed": self.unfollow(ref), "follow": self.follow_list})
+        try:
+            entry = self.follow(ref)
+        except UsageError as e:
+            return web.json_response({"error": str(e)}, status=400)
+        return web.json_response({"followed": entry, "follow": self.follow_list})
+
+    async def _api_network(self, request: web.Request, ref: str) -> web.StreamResponse:
+        if request.method != "GET":
+            return web.json_response({"error": "method not allowed"}, status=405)
+        try:
+            did = (
+                DatasetId.from_did(ref) if ref.startswith("did:") else DatasetId.from_multibase(ref)
+            )
+        except FbsError as e:
+            return web.json_response({"error": f"invalid dataset id: {e}"}, status=400)
+        return web.json_response(await self.resolve(did))
+
+
+# -- running -----------------------------------------------------------------------------
+
+
+async def _serve(ws: Workspace, config: NodeConfig, ready: Callable[[NodeDaemon], None]) -> None:
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    daemon = NodeDaemon(ws, config)
+    try:
+        await daemon.start()
+        ready(daemon)
+        await stop.wait()
+        _event(logging.INFO, "shutting down")
+    finally:
+        await daemon.stop()
+        # File work already in worker threads (appends, renames) completes first.
+        await loop.shutdown_default_executor()
+
+
+def run_daemon(
+    ws: Workspace, config: NodeConfig, *, ready: Callable[[NodeDaemon], None] | None = None
+) -> None:
+    """Run a node until SIGTERM/SIGINT (blocking; sets up logging).
+
+    Raises:
+        NodeAlreadyRunning: another node serves the workspace.
+        HostError / OSError: startup failed.
+    """
+    setup_logging(config.log_level, config.log_format)
+    asyncio.run(_serve(ws, config, ready or (lambda _d: None)))
+
+
+# -- remote references (for ``odf pull``) ------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class RemoteRef:
+    """A parsed remote reference.
+
+    Attributes:
+        kind: ``"http"`` (node or dataset URL), ``"libp2p"`` (peer multiaddr), or
+            ``"did"`` (resolved through the running node's peers).
+        url: the URL (http).
+        addr: the peer multiaddr with ``/p2p/<id>`` (libp2p).
+        dataset: the dataset named with the reference, if any (alias or DID text).
+    """
+
+    kind: str
+    url: str = ""
+    addr: str = ""
+    dataset: str | None = None
+
+
+def parse_remote_ref(ref: str, dataset: str | None = None) -> RemoteRef:
+    """Parse ``ref`` for `resolve_remote`.
+
+    Forms: ``http(s)://host:port[/dataset]`` (``odf+`` prefix allowed),
+    ``/ip4/…/tcp/…/p2p/<peer>[/did:odf:…]``, ``did:odf:…``.
+
+    Raises:
+        UsageError: none of these forms, or a libp2p address without a dataset DID.
+    """
+    text = ref.strip()
+    low = text.lower()
+    if low.startswith(("odf+http://", "odf+https://")):
+        text, low = text[4:], low[4:]
+    if low.startswith(("http://", "https://")):
+        return RemoteRef("http", url=text, dataset=dataset)
+    if text.startswith("did:"):
+        try:
+            did = DatasetId.from_did(text)
+        except FbsError as e:
+            raise UsageError(f"invalid dataset id {text!r}: {e}") from None
+        return RemoteRef("did", dataset=did.to_did_odf())
+    if text.startswith("/"):
+        addr, sep, did_text = text.partition("/did:")
+        ds = f"did:{did_text}" if sep else dataset
+        if "/p2p/" not in addr:
+            raise UsageError(f"a peer address needs /p2p/<peer id>: {ref!r}")
+        if ds is None or not ds.startswith("did:"):
+            raise UsageError("pulling from a peer address needs the dataset DID")
+        return RemoteRef("libp2p", addr=addr, dataset=ds)
+    raise UsageError(f"not a node URL, peer address or dataset DID: {ref!r}")
+
+
+@dataclass(slots=True)
+class ResolvedRemote:
+    """Sources for `p2p.sync.pull_dataset` (valid inside `resolve_remote`'s block).
+
+    Attributes:
+        sources: the object sources.
+        dataset_id: the dataset, when known.
+        head_record: the best signed head record the sources offered (or ``None``).
+        alias: a suggested local alias (the URL's last segment), if any.
+    """
+
+    sources: list[ObjectSource]
+    dataset_id: DatasetId | None = None
+    head_record: HeadRecord | None = None
+    alias: str | None = None
+
+
+@contextlib.asynccontextmanager
+async def resolve_remote(
+    ref: str, ws: Workspace, *, dataset: str | None = None, timeout_s: float = 30.0
+) -> AsyncIterator[ResolvedRemote]:
+    """Open the sources named by ``ref`` (see `parse_remote_ref`) for a pull into ``ws``.
+
+    A URL gives one `p2p.http_source.HttpSource`; a peer address, or a DID resolved
+    through the running node's peers (``GET /api/network/{did}``), gives
+    `p2p.libp2p_source.Libp2pSource` s over a temporary libp2p host (ephemeral identity,
+    loopback listener) that lives as long as the block. Example::
+
+        async with resolve_remote(ref, ws) as remote:
+            await pull_dataset(ws, remote.sources, dataset_id=remote.dataset_id,
+                               head_record=remote.head_record)
+
+    Raises:
+        UsageError: an unparsable reference.
+        NodeNotRunning: a DID but no running node for ``ws``.
+        PeerUnavailable: nobody reachable serves the dataset.
+    """
+    import aiohttp
+
+    from node.commands.remote import default_alias_for_url
+    from p2p.http_source import HttpSource, dataset_base_url
+
+    parsed = parse_remote_ref(ref, dataset)
+    if parsed.kind == "http":
+        url = parsed.url
+        if parsed.dataset is not None:
+            url = dataset_base_url(url, parsed.dataset)
+        async with aiohttp.ClientSession() as session:
+            src = HttpSource(url, session)
+            record = await src.get_head_record()
+            yield ResolvedRemote(
+                [src],
+                record.dataset_id if record is not None else None,
+                record,
+                default_alias_for_url(url),
+            )
+        return
+    assert parsed.dataset is not None
+    did = DatasetId.from_did(parsed.dataset)
+    if parsed.kind == "libp2p":
+        addrs = [parsed.addr]
+    else:
+        info = read_run_info(ws)
+        if info is None:
+            raise NodeNotRunning("resolving a dataset id needs a running node (odf node run)")
+        timeout = aiohttp.ClientTimeout(total=timeout_s)
+        async with aiohttp.ClientSession(timeout=timeout) as session:
+            url = f"{info.http_url}/api/network/{did.to_did_odf()}"
+            try:
+                async with session.get(url) as resp:
+                    doc = await resp.json()
+            except (aiohttp.ClientError, TimeoutError, ValueError) as e:
+                raise PeerUnavailable(f"cannot ask the running node: {e}") from None
+        addrs = [a for p in doc.get("providers", []) for a in p.get("addrs", [])[:2]]
+        if not addrs:
+            raise PeerUnavailable(f"no peer of the running node serves {did}")
+    host = P2PHost(HostConfig(listen_addrs=("/ip4/127.0.0.1/tcp/0",)))
+    await host.start()
+    try:
+        client = ExchangeClient(host)
+        peers: list[str] = []
+        for addr in addrs:
+            try:
+                peer = await host.connect(addr)
+            except PeerUnavailable:
+                continue
+            if peer not in peers:
+                peers.append(peer)
+        if not peers:
+            raise PeerUnavailable(f"cannot reach any peer serving {did}")
+        sources = [Libp2pSource(host, client, p, did) for p in peers]
+        best: HeadRecord | None = None
+        for s in sources:
+            with contextlib.suppress(TransferError, PeerMisbehaved, PeerUnavailable):
+                r = await s.get_head_record()
+                if r is not None and (best is None or r.sequence_number > best.sequence_number):
+                    best = r
+        yield ResolvedRemote(list(sources), did, best, None)
+    finally:
+        await host.stop()

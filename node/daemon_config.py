@@ -1,0 +1,210 @@
+"""Configuration of the node daemon (`node.daemon`): a YAML file plus CLI overrides.
+
+File format (every key optional; unknown keys are refused so typos do not pass
+silently)::
+
+    listen: ["/ip4/127.0.0.1/tcp/4001"]     # libp2p listen multiaddrs
+    bootstrap: ["/ip4/10.0.0.2/tcp/4001/p2p/12D3Koo..."]
+    mdns: false                              # LAN discovery (binds every interface)
+    http:
+      host: 127.0.0.1                        # the API has no auth: keep it on loopback
+      port: 8080                             # 0 picks a free port
+    follow: ["my.dataset", "did:odf:fed01..."]   # or ["all"]
+    allow_ingest: true                       # push ingest over HTTP (no auth)
+    allow_push: true                         # signed pushes over HTTP
+    log_level: info                          # debug | info | warning | error
+    log_format: json                         # json (one object per line) | text (key=value)
+    head_poll_interval_s: 1.0                # how often owned heads are checked
+    reannounce_interval_s: 30.0              # how often held heads are gossiped again
+
+`load_config` reads a file, `NodeConfig.with_overrides` applies command-line values.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final
+
+from node.errors import UsageError
+
+__all__ = [
+    "DEFAULT_HTTP_HOST",
+    "DEFAULT_HTTP_PORT",
+    "DEFAULT_LISTEN",
+    "FOLLOW_ALL",
+    "MAX_CONFIG_BYTES",
+    "NodeConfig",
+    "load_config",
+    "parse_config",
+]
+
+#: libp2p listen addresses when none are configured (loopback, fixed-less port).
+DEFAULT_LISTEN: Final = ("/ip4/127.0.0.1/tcp/0",)
+#: HTTP API bind address: loopback, because push ingest has no authentication.
+DEFAULT_HTTP_HOST: Final = "127.0.0.1"
+DEFAULT_HTTP_PORT: Final = 8080
+#: The follow-list entry meaning "replicate every dataset announced".
+FOLLOW_ALL: Final = "all"
+#: Largest config file read.
+MAX_CONFIG_BYTES: Final = 1 << 20
+#: Accepted log levels and formats.
+LOG_LEVELS: Final = ("debug", "info", "warning", "error")
+LOG_FORMATS: Final = ("json", "text")
+#: Bounds of the periodic intervals (seconds).
+MIN_INTERVAL_S: Final = 0.05
+MAX_INTERVAL_S: Final = 3600.0
+
+
+@dataclass(frozen=True, slots=True)
+class NodeConfig:
+    """Everything `node.daemon.NodeDaemon` needs besides the workspace.
+
+    Attributes:
+        listen: libp2p listen multiaddrs.
+        bootstrap: peer multiaddrs (with ``/p2p/<peer id>``) dialled at start.
+        mdns: enable mDNS discovery.
+        http_host / http_port: where the HTTP API listens (port 0: any free port).
+        follow: datasets (aliases or DIDs) replicated as heads are announced;
+            ``("all",)`` replicates everything announced.
+        allow_ingest: accept push ingest over HTTP (unauthenticated).
+        allow_push: accept signed pushes over HTTP.
+        log_level / log_format: logging (see `node.daemon.setup_logging`).
+        head_poll_interval_s: period of the head watcher.
+        reannounce_interval_s: period of re-gossiping held heads (late joiners).
+        pull_attempts: tries per pull before giving up until the next announcement.
+        pull_retry_delay_s: first retry delay (doubled each try, capped at 30 s).
+    """
+
+    listen: tuple[str, ...] = DEFAULT_LISTEN
+    bootstrap: tuple[str, ...] = ()
+    mdns: bool = False
+    http_host: str = DEFAULT_HTTP_HOST
+    http_port: int = DEFAULT_HTTP_PORT
+    follow: tuple[str, ...] = ()
+    allow_ingest: bool = True
+    allow_push: bool = True
+    log_level: str = "info"
+    log_format: str = "json"
+    head_poll_interval_s: float = 1.0
+    reannounce_interval_s: float = 30.0
+    pull_attempts: int = 5
+    pull_retry_delay_s: float = 0.5
+
+    def __post_init__(self) -> None:
+        _check(self)
+
+    @property
+    def follow_all(self) -> bool:
+        """Whether every announced dataset is replicated."""
+        return FOLLOW_ALL in self.follow
+
+    def with_overrides(self, **values: Any) -> NodeConfig:
+        """A copy with the given fields replaced (``None`` values are ignored).
+
+        Raises:
+            UsageError: an unknown field or an invalid value.
+        """
+        names = {f.name for f in dataclasses.fields(self)}
+        changes = {k: v for k, v in values.items() if v is not None}
+        unknown = set(changes) - names
+        if unknown:
+            raise UsageError(f"unknown node settings: {', '.join(sorted(unknown))}")
+        for key in ("listen", "bootstrap", "follow"):
+            if key in changes:
+                changes[key] = tuple(changes[key])
+        return dataclasses.replace(self, **changes)
+
+
+def _check(cfg: NodeConfig) -> None:
+    for name in ("listen", "bootstrap", "follow"):
+        value = getattr(cfg, name)
+        if not isinstance(value, tuple) or not all(isinstance(v, str) and v for v in value):
+            raise UsageError(f"node setting {name!r} must be a list of non-empty strings")
+    if not cfg.listen:
+        raise UsageError("node setting 'listen' needs at least one address")
+    if not isinstance(cfg.http_port, int) or not 0 <= cfg.http_port <= 65535:
+        raise UsageError(f"invalid HTTP port {cfg.http_port!r}")
+    if not isinstance(cfg.http_host, str) or not cfg.http_host:
+        raise UsageError("node setting 'http.host' must be a non-empty string")
+    if cfg.log_level not in LOG_LEVELS:
+        raise UsageError(f"log_level must be one of {', '.join(LOG_LEVELS)}")
+    if cfg.log_format not in LOG_FORMATS:
+        raise UsageError(f"log_format must be one of {', '.join(LOG_FORMATS)}")
+    for name in ("head_poll_interval_s", "reannounce_interval_s", "pull_retry_delay_s"):
+        value = getattr(cfg, name)
+        if not isinstance(value, int | float) or not MIN_INTERVAL_S <= value <= MAX_INTERVAL_S:
+            raise UsageError(f"{name} must be between {MIN_INTERVAL_S} and {MAX_INTERVAL_S}")
+    if not isinstance(cfg.pull_attempts, int) or not 1 <= cfg.pull_attempts <= 100:
+        raise UsageError("pull_attempts must be between 1 and 100")
+    for name in ("mdns", "allow_ingest", "allow_push"):
+        if not isinstance(getattr(cfg, name), bool):
+            raise UsageError(f"node setting {name!r} must be true or false")
+
+
+_SCALARS: Final = (
+    "mdns",
+    "allow_ingest",
+    "allow_push",
+    "log_level",
+    "log_format",
+    "head_poll_interval_s",
+    "reannounce_interval_s",
+    "pull_attempts",
+    "pull_retry_delay_s",
+)
+
+
+def parse_config(doc: object) -> NodeConfig:
+    """Build a `NodeConfig` from a parsed YAML document (see the module docstring).
+
+    Raises:
+        UsageError: not a mapping, unknown keys, or invalid values.
+    """
+    if doc is None:
+        return NodeConfig()
+    if not isinstance(doc, dict):
+        raise UsageError("a node config file must be a YAML mapping")
+    values: dict[str, Any] = {}
+    for key, value in doc.items():
+        if key in ("listen", "bootstrap", "follow"):
+            if isinstance(value, str):
+                value = [value]
+            if not isinstance(value, list):
+                raise UsageError(f"node setting {key!r} must be a list")
+            values[key] = tuple(value)
+        elif key == "http":
+            if not isinstance(value, dict):
+                raise UsageError("node setting 'http' must be a mapping with host/port")
+            for sub, v in value.items():
+                if sub not in ("host", "port"):
+                    raise UsageError(f"unknown node setting 'http.{sub}'")
+                values[f"http_{sub}"] = v
+        elif key in _SCALARS:
+            values[key] = value
+        else:
+            raise UsageError(f"unknown node setting {key!r}")
+    return NodeConfig(**values)
+
+
+def load_config(path: Path) -> NodeConfig:
+    """Read a YAML config file.
+
+    Raises:
+        UsageError: unreadable, too large, not YAML, or invalid settings.
+    """
+    import yaml
+
+    try:
+        with open(path, "rb") as f:
+            data = f.read(MAX_CONFIG_BYTES + 1)
+    except OSError as e:
+        raise UsageError(f"cannot read node config {path}: {e.strerror or e}") from None
+    if len(data) > MAX_CONFIG_BYTES:
+        raise UsageError(f"node config {path} is larger than {MAX_CONFIG_BYTES} bytes")
+    try:
+        doc = yaml.safe_load(data)
+    except yaml.YAMLError as e:
+        raise UsageError(f"node config {path} is not valid YAML: {e}") from None
+    return parse_config(doc)
