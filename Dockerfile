@@ -1,6 +1,7 @@
-# odf-node image: the `odf` CLI with Java for the Spark engine.
+# odf-node image: a node daemon (`odf node run`) with Java for the Spark engine.
 #   docker build -t odf-node .
-#   docker run --rm -v "$PWD/ws:/ws" -w /ws odf-node init
+#   docker run --rm -p 4001:4001 -p 8080:8080 -v "$PWD/ws:/ws" odf-node
+#   docker run --rm -v "$PWD/ws:/ws" odf-node list        # any other odf command
 FROM python:3.11-slim-bookworm
 
 RUN apt-get update \
@@ -16,9 +17,11 @@ COPY engine ./engine
 COPY node ./node
 COPY p2p ./p2p
 RUN pip install --no-cache-dir .
+COPY docker-entrypoint.sh /usr/local/bin/
 
 # Workspaces live under /ws by default; mount a volume there.
 ENV ODF_WORKSPACE=/ws
 VOLUME ["/ws"]
-ENTRYPOINT ["odf"]
-CMD ["--help"]
+EXPOSE 4001 8080
+ENTRYPOINT ["docker-entrypoint.sh"]
+CMD ["node", "run", "--listen", "/ip4/0.0.0.0/tcp/4001", "--http-host", "0.0.0.0", "--http-port", "8080", "--no-ingest"]
