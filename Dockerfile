@@ -22,6 +22,7 @@ COPY docker-entrypoint.sh /usr/local/bin/
 # Workspaces live under /ws by default; mount a volume there.
 ENV ODF_WORKSPACE=/ws
 VOLUME ["/ws"]
+# Push ingest over HTTP has no authentication, so the image turns it off (--no-ingest).
 EXPOSE 4001 8080
 ENTRYPOINT ["docker-entrypoint.sh"]
 CMD ["node", "run", "--listen", "/ip4/0.0.0.0/tcp/4001", "--http-host", "0.0.0.0", "--http-port", "8080", "--no-ingest"]
