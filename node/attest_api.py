@@ -10,9 +10,10 @@
 ====================================  =====================================================
 
 ``{ds}`` is ``/{dataset}`` or ``/{account}/{dataset}`` (alias or DID multibase, as in
-`node.http_api`) and also ``/api/attestations/{dataset}`` (same handlers): the node API's
-catch-all route shadows per-dataset routes registered after it, the ``/api/...`` form
-never is.
+`node.http_api`) and also ``/api/attestations/{dataset}`` (same handlers). The node API's
+catch-all route shadows routes registered after it: add these through
+`node.http_api.create_app`'s ``extra_routes`` hook, e.g.
+``create_app(ws, extra_routes=lambda app: add_attestation_routes(app, store, ws))``.
 
 POST of one object answers 201 (accepted), 202 (queued: the block is above the local
 head), 409 (duplicate: a replay or the same verdict re-signed), 422 (rejected: unknown
@@ -197,7 +198,7 @@ def add_attestation_routes(
         workspace: resolves aliases in paths.
         on_accepted: awaited for each attestation accepted or queued by POST.
         per_dataset: also add ``/{dataset}/attestations`` (these only work when added
-            before a catch-all route such as `node.http_api.create_app`'s).
+            before a catch-all route: use `node.http_api.create_app`'s ``extra_routes``).
     """
     app[_STORE] = store
     app[_WS] = workspace

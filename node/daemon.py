@@ -24,6 +24,27 @@ Parts, all on one asyncio loop (py-libp2p runs in the host's own trio thread, se
   interrupted pulls (``.odf/staging/pull-*``, held records ahead of the local head) and
   followed datasets are looked up on the peers.
 
+Attestations (every node): the node subscribes to `p2p.attestation_gossip` and hands
+each signed attestation to its `p2p.attestation_store.AttestationStore` (in a worker
+thread): accepted, queued (block above the local head; re-examined by
+``retry_pending`` after each pull), or kept in memory when the dataset is not held yet
+(offered again after its first pull). An accepted ``diverged`` marks the dataset's head
+disputed (``/api/status`` → ``disputes``, `node.disputes`). With ``refuse_disputed``,
+new heads of a publisher with confirmed divergence or equivocation evidence are not
+replicated (`node.disputes.refusal_reason`). HTTP: ``GET/POST /{dataset}/attestations``
+(`node.attest_api`) and ``GET /api/disputes``.
+
+Validator (``validator: true``): every followed derivative is replicated together with
+its inputs, recursively (inputs join the follow list when the derivative arrives). A
+`node.validator.ValidatorWorker` checks each dataset whose chain grew (after a pull,
+or when the watcher sees a new head of a replica), and the derivatives of a dataset
+that grew: root blocks get the object checks, derivative blocks are replayed on the
+engine (``engine_address``, an injected client, or `node.engine_manager.get_engine`);
+a block whose input blocks are not replicated yet waits for them. Each verdict is
+signed with ``.odf/p2p/validator.key``, stored and gossiped; own attestations are
+gossiped again when peers join the topic. The backlog per dataset (blocks not yet
+checked, and why checking waits) is in ``/api/status`` → ``validator``.
+
 Run directory ``.odf/run/``: ``node.lock`` (flock held while the node runs: one node per
 workspace) and ``node.json`` (pid, peer id, addresses, HTTP URL), written atomically
 after start and removed on clean stop; `read_run_info` ignores a file whose process is
@@ -53,21 +74,30 @@ import signal
 import sys
 import time
 from collections import OrderedDict, deque
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from aiohttp import web
 
 from fbs.did import DatasetId
 from fbs.errors import FbsError, OdfError
 from fbs.multiformats import Multihash
+from node.attest_api import add_attestation_routes
 from node.daemon_config import NodeConfig
+from node.disputes import DisputePolicy, publisher_record, publisher_records, refusal_reason
 from node.errors import NodeError, UsageError
 from node.http_api import HttpApiConfig, create_app
+from node.validator import Validator, ValidatorWorker, load_or_create_validator_key
+from p2p.attestation import Attestation, Verdict
+from p2p.attestation_gossip import ATTESTATIONS_TOPIC, AttestationGossip
+from p2p.attestation_store import AcceptResult, AcceptStatus, AttestationStore
 from p2p.errors import (
+    AttestationRejected,
+    DuplicateAttestation,
     Equivocation,
     HostError,
+    InvalidAttestation,
     InvalidHeadRecord,
     NotDescendant,
     P2PError,
@@ -89,6 +119,9 @@ from storage.errors import DatasetNotFound, StorageError
 from storage.fsutil import atomic_write_bytes, ensure_dir, read_bytes_limited
 from storage.layout import DatasetLayout
 from storage.workspace import Workspace
+
+if TYPE_CHECKING:
+    from engine.client import EngineClient
 
 __all__ = [
     "FOLLOW_FILE",
@@ -137,6 +170,13 @@ STOP_PULLS_TIMEOUT_S: Final = 10.0
 #: Delay before announcing to peers that just joined the topic (their subscription
 #: must reach our gossipsub router first).
 JOIN_ANNOUNCE_DELAY_S: Final = 0.5
+#: Attestations of datasets not held yet, kept (per dataset, and datasets) until a pull
+#: brings the dataset; beyond, the oldest are dropped (they are gossiped again).
+MAX_EARLY_ATTESTATIONS: Final = 256
+MAX_EARLY_DATASETS: Final = 1_000
+#: Own attestations gossiped again per round (new subscribers of the topic, and every
+#: ``reannounce_interval_s``), newest blocks first.
+MAX_REANNOUNCE_ATTESTATIONS: Final = 256
 #: Loggers of py-libp2p and friends lowered to WARNING.
 NOISY_LOGGERS: Final = (
     "libp2p",
@@ -396,10 +436,17 @@ class NodeDaemon:
         config: settings (`node.daemon_config.NodeConfig`).
         write_run_file: maintain ``.odf/run/`` (lock and ``node.json``); tests running
             several daemons on one workspace would turn it off.
+        engine: the engine client for validator replays (default: ``engine_address``
+            of the config, else `node.engine_manager.get_engine` on first use).
     """
 
     def __init__(
-        self, workspace: Workspace, config: NodeConfig, *, write_run_file: bool = True
+        self,
+        workspace: Workspace,
+        config: NodeConfig,
+        *,
+        write_run_file: bool = True,
+        engine: EngineClient | None = None,
     ) -> None:
         self.ws = workspace
         self.config = config
@@ -419,6 +466,22 @@ class NodeDaemon:
         self.server = ExchangeServer(workspace, head_records=self._record_json)
         self.client: ExchangeClient | None = None
         self.gossip = HeadGossip(self.host, self._on_record, is_fresh=self._is_fresh)
+        self.attestations = AttestationStore.for_workspace(workspace)
+        self.attestation_gossip = AttestationGossip(self.host, self._on_attestation)
+        self._engine = engine
+        self.worker: ValidatorWorker | None = None
+        self.policy = DisputePolicy(config.refuse_disputed, config.dispute_confirmations)
+        self.attestation_stats: dict[str, int] = dict.fromkeys(
+            ("received", "accepted", "queued", "early", "duplicates", "rejected", "published"),
+            0,
+        )
+        self._early: OrderedDict[DatasetId, list[Attestation]] = OrderedDict()
+        self._refused: dict[DatasetId, str] = {}
+        self._disputes: list[dict[str, Any]] = []
+        self._disputes_dirty = True
+        self._inputs_cache: dict[DatasetId, tuple[Multihash | None, tuple[DatasetId, ...]]] = {}
+        self._att_topic_peers: frozenset[str] = frozenset()
+        self._reannounce_task: asyncio.Task[None] | None = None
         self._write_run_file = write_run_file
         self._lock = _RunLock(workspace)
         self._runner: web.AppRunner | None = None
@@ -436,6 +499,7 @@ class NodeDaemon:
         self._started_at = 0.0
         self.announced = 0
         self._wake = asyncio.Event()
+        self._changed: list[DatasetId] = []
 
     # -- lifecycle -----------------------------------------------------------------------
 
@@ -461,6 +525,9 @@ class NodeDaemon:
         await self.host.start()
         self.client = ExchangeClient(self.host)
         await self.gossip.start()
+        await self.attestation_gossip.start()
+        if self.config.validator:
+            self._start_validator()
         await self._dial_bootstrap()
         app = create_app(
             self.ws,
@@ -470,8 +537,8 @@ class NodeDaemon:
             head_store=self.head_store,
             peers=self.peers_info,
             status=self.status_info,
+            extra_routes=self._add_routes,
         )
-        app.middlewares.append(self._api_middleware)
         self._runner = web.AppRunner(app, access_log=None, handle_signals=False)
         await self._runner.setup()
         site = web.TCPSite(self._runner, self.config.http_host, self.config.http_port)
@@ -487,6 +554,10 @@ class NodeDaemon:
             )
             atomic_write_bytes(self.ws.root / RUN_FILE, info.to_json())
         self._tasks.append(asyncio.create_task(self._watch_loop(), name="head-watcher"))
+        if self.worker is not None:
+            self._tasks.append(asyncio.create_task(self.worker.run(), name="validator"))
+            for did in await asyncio.to_thread(self._replicas):
+                self.worker.queue(did)  # catch up: the backlog left by the last run
         _event(
             logging.INFO,
             "node started",
@@ -495,6 +566,24 @@ class NodeDaemon:
             http=self.http_url,
             follow=self._follow,
             workspace=str(self.ws.root),
+            validator=None
+            if self.worker is None
+            else self.worker.validator.validator_id.to_did_key(),
+        )
+
+    def _start_validator(self) -> None:
+        key = load_or_create_validator_key(self.ws)
+        engine = self._engine
+        if engine is None and self.config.engine_address is not None:
+            from engine.client import EngineClient
+
+            engine = self._engine = EngineClient(self.config.engine_address, timeout=600.0)
+        validator = Validator(self.ws, key, engine=engine, store=self.attestations)
+        self.worker = ValidatorWorker(
+            validator, self._publish_attestation, batch_blocks=self.config.validator_batch_blocks
+        )
+        self.policy = DisputePolicy(
+            self.config.refuse_disputed, self.config.dispute_confirmations, key.dataset_id
         )
 
     async def _dial_bootstrap(self) -> None:
@@ -517,6 +606,8 @@ class NodeDaemon:
             return
         self._stopping = True
         pulls = [w.task for w in self._wants.values() if w.task is not None]
+        if self._reannounce_task is not None:
+            self._tasks.append(self._reannounce_task)
         for task in [*self._tasks, *pulls]:
             task.cancel()
         pending = [t for t in [*self._tasks, *pulls] if not t.done()]
@@ -712,6 +803,8 @@ class NodeDaemon:
             except (OdfError, OSError) as e:
                 _event(logging.WARNING, "cannot sign head", dataset=name, error=str(e))
                 continue
+            if did in self._seen_heads and not self.ws.keys.has(did):
+                self._changed.append(did)  # a replica moved (push, `odf pull`)
             self._seen_heads[did] = head
             if record is not None:
                 out.append(record)
@@ -752,6 +845,10 @@ class NodeDaemon:
                 records = await asyncio.to_thread(self._scan_heads, full)
                 for record in records:
                     await self.announce(record)
+                changed, self._changed = self._changed, []
+                for did in changed:
+                    await self._on_new_head(did)
+                await self._attestation_round(full)
                 woke = self._wake.is_set()
                 self._wake.clear()
                 if first or woke:
@@ -807,6 +904,7 @@ class NodeDaemon:
             return False
         except Equivocation as e:
             _event(logging.WARNING, "equivocation recorded", dataset=str(did), error=str(e))
+            self._disputes_dirty = True
             return False
         except P2PError as e:
             _event(logging.INFO, "record refused", dataset=str(did), error=str(e))
@@ -858,6 +956,13 @@ class NodeDaemon:
             record = want.record
             want.started_at = time.monotonic()
             t0 = time.monotonic()
+            refused = await self._refusal(did)
+            if refused is not None:
+                self._finish(did, record, False, f"refused by policy: {refused}", t0)
+                if self._wants[did].record is record:
+                    del self._wants[did]
+                    return
+                continue
             try:
                 result = await self._pull_once(record, want.providers)
             except asyncio.CancelledError:
@@ -897,6 +1002,7 @@ class NodeDaemon:
                 head = layout.refs.get_or_none("head")
                 if head is not None:
                     self._seen_heads[did] = head
+            await self._on_new_head(did)
             await self.announce(record)  # one more provider for the others
             current = self._wants.get(did)
             if current is None or current.record is record:
@@ -1072,6 +1178,213 @@ class NodeDaemon:
         except P2PError:
             return []
 
+    # -- attestations and the validator ----------------------------------------------------
+
+    def _replicas(self) -> list[DatasetId]:
+        """Datasets held here that this node does not own."""
+        out: list[DatasetId] = []
+        with contextlib.suppress(StorageError, OSError):
+            for entry in self.ws.list():
+                if not self.ws.keys.has(entry.id):
+                    out.append(entry.id)
+        return out
+
+    def _inputs_of(self, did: DatasetId) -> tuple[DatasetId, ...]:
+        """Input datasets of the transform in force in ``did``'s chain (cached per head)."""
+        from fbs.model import ExecuteTransform, SetTransform
+
+        try:
+            ds = self.ws.get(did)
+            head = ds.head()
+        except (DatasetNotFound, StorageError, FbsError, OSError):
+            return ()
+        cached = self._inputs_cache.get(did)
+        if cached is not None and cached[0] == head:
+            return cached[1]
+        found: dict[DatasetId, None] = {}
+        try:
+            for _h, _raw, block in ds.iter_blocks():
+                event = block.event
+                if isinstance(event, ExecuteTransform):
+                    for qi in event.query_inputs:
+                        found[qi.dataset_id] = None
+                elif isinstance(event, SetTransform):
+                    for ti in event.inputs:
+                        with contextlib.suppress(FbsError):
+                            found[DatasetId.from_did(ti.dataset_ref)] = None
+                    break  # the transform in force; older ones are history
+        except (StorageError, FbsError, OSError):
+            return ()
+        inputs = tuple(found)
+        self._inputs_cache[did] = (head, inputs)
+        return inputs
+
+    def _dependents(self, did: DatasetId) -> list[DatasetId]:
+        """Replicas whose transform reads ``did``."""
+        return [d for d in self._replicas() if d != did and did in self._inputs_of(d)]
+
+    async def _on_new_head(self, did: DatasetId) -> None:
+        """A replica's chain grew: queued attestations, inputs to follow, checks to run."""
+        early = self._early.pop(did, [])
+        for att in early:
+            await self._take(att)
+        accepted = await asyncio.to_thread(self.attestations.retry_pending, did)
+        for result in accepted:
+            self._count_accepted(result)
+        self._disputes_dirty = True
+        if self.worker is None:
+            return
+        for inp in await asyncio.to_thread(self._inputs_of, did):
+            entry = inp.to_did_odf()
+            if entry not in self._follow and not self.ws.keys.has(inp):
+                with contextlib.suppress(UsageError):
+                    self.follow(entry)
+                    _event(logging.INFO, "following input", dataset=entry, of=did.to_did_odf())
+        self.worker.queue(did)
+        for dep in await asyncio.to_thread(self._dependents, did):
+            self.worker.queue(dep)  # may have waited for this input
+
+    async def _on_attestation(self, att: Attestation, origin: str) -> None:
+        if self._stopping:
+            return
+        self.attestation_stats["received"] += 1
+        await self._take(att)
+
+    async def _take(self, att: Attestation) -> None:
+        """Offer ``att`` to the store; keep it in memory when the dataset is not held yet."""
+        try:
+            result = await asyncio.to_thread(self.attestations.accept, att)
+        except DuplicateAttestation:
+            self.attestation_stats["duplicates"] += 1
+            return
+        except (AttestationRejected, InvalidAttestation) as e:
+            known = await asyncio.to_thread(self.attestations.chains, att.dataset_id)
+            if known is None and isinstance(e, AttestationRejected):
+                self._keep_early(att)
+                return
+            self.attestation_stats["rejected"] += 1
+            _event(logging.INFO, "attestation rejected", error=str(e))
+            return
+        except (StorageError, OSError) as e:
+            self.attestation_stats["rejected"] += 1
+            _event(logging.WARNING, "cannot store attestation", error=str(e))
+            return
+        self._count_accepted(result)
+
+    def _keep_early(self, att: Attestation) -> None:
+        items = self._early.setdefault(att.dataset_id, [])
+        self._early.move_to_end(att.dataset_id)
+        if att not in items:
+            items.append(att)
+            del items[:-MAX_EARLY_ATTESTATIONS]
+            self.attestation_stats["early"] += 1
+        while len(self._early) > MAX_EARLY_DATASETS:
+            self._early.popitem(last=False)
+
+    def _count_accepted(self, result: AcceptResult) -> None:
+        att = result.attestation
+        if result.status is AcceptStatus.QUEUED:
+            self.attestation_stats["queued"] += 1
+            return
+        self.attestation_stats["accepted"] += 1
+        if att.verdict is Verdict.DIVERGED:
+            self._disputes_dirty = True
+            _event(
+                logging.WARNING,
+                "dataset disputed",
+                dataset=att.dataset_id.to_did_odf(),
+                block=str(att.block_hash),
+                seq=att.sequence_number,
+                field=att.detail,
+                validator=att.validator.to_did_key(),
+            )
+        if result.conflict:
+            _event(
+                logging.WARNING,
+                "validator signed both verdicts",
+                validator=att.validator.to_did_key(),
+                block=str(att.block_hash),
+            )
+
+    async def _on_posted_attestation(self, result: AcceptResult) -> None:
+        # POST /{dataset}/attestations: stored already; pass it on to the network.
+        self._count_accepted(result)
+        await self._publish_attestation(result.attestation)
+
+    async def _publish_attestation(self, att: Attestation) -> None:
+        """Gossip ``att`` (errors are logged, never raised)."""
+        if self._stopping:
+            return
+        try:
+            await self.attestation_gossip.publish(att)
+        except (P2PError, OdfError) as e:
+            _event(logging.WARNING, "attestation gossip failed", error=str(e))
+            return
+        self.attestation_stats["published"] += 1
+        if att.verdict is Verdict.DIVERGED:
+            self._disputes_dirty = True
+
+    def _own_attestations(self) -> list[Attestation]:
+        """This validator's attestations of the current chains, newest blocks first."""
+        if self.worker is None:
+            return []
+        me = self.worker.validator.validator_id
+        out: list[Attestation] = []
+        for did in self._replicas():
+            with contextlib.suppress(StorageError, FbsError, OSError):
+                out.extend(
+                    a for a in self.attestations.status(did).attestations if a.validator == me
+                )
+        out.sort(key=lambda a: (a.system_time.nanos, a.sequence_number), reverse=True)
+        return out[:MAX_REANNOUNCE_ATTESTATIONS]
+
+    async def _reannounce_attestations(self) -> None:
+        for att in await asyncio.to_thread(self._own_attestations):
+            await self._publish_attestation(att)
+
+    async def _attestation_round(self, full: bool) -> None:
+        """Watcher step: dispute summary, and own attestations for new topic peers."""
+        if self._disputes_dirty:
+            self._disputes_dirty = False
+            records = await asyncio.to_thread(
+                publisher_records, self.ws, store=self.attestations, head_store=self.head_store
+            )
+            self._disputes = [
+                {
+                    "dataset": r.dataset_id.to_did_odf(),
+                    "alias": r.alias,
+                    "disputed": r.disputed,
+                    "divergentBlocks": len(r.divergence),
+                    "equivocations": len(r.equivocation),
+                    "confirmed": r.confirmed_divergence(self.policy) is not None,
+                    "refused": refusal_reason(r, self.policy),
+                }
+                for r in records
+            ]
+        if self.worker is None:
+            return
+        peers = frozenset(await asyncio.to_thread(self.host.mesh_peers, ATTESTATIONS_TOPIC))
+        joined = peers - self._att_topic_peers
+        self._att_topic_peers = peers
+        busy = self._reannounce_task is not None and not self._reannounce_task.done()
+        if (joined or full) and peers and not busy:
+            self._reannounce_task = asyncio.create_task(
+                self._reannounce_attestations(), name="attestation-reannounce"
+            )
+
+    async def _refusal(self, did: DatasetId) -> str | None:
+        """Why policy refuses new heads of ``did`` (``None``: replicate)."""
+        if not self.policy.refuse_disputed:
+            return None
+        record = await asyncio.to_thread(
+            publisher_record, self.ws, did, store=self.attestations, head_store=self.head_store
+        )
+        reason = refusal_reason(record, self.policy)
+        if reason is not None and self._refused.get(did) != reason:
+            self._refused[did] = reason
+            _event(logging.WARNING, "refusing new heads", dataset=did.to_did_odf(), reason=reason)
+        return reason
+
     # -- status --------------------------------------------------------------------------
 
     def peers_info(self) -> list[dict[str, Any]]:
@@ -1114,20 +1427,41 @@ class NodeDaemon:
                 "duplicates": self.gossip.duplicates,
                 "droppedDeliveries": self.host.dropped_deliveries,
             },
+            "attestations": {
+                **self.attestation_stats,
+                "gossipRejected": self.attestation_gossip.rejected,
+                "gossipDuplicates": self.attestation_gossip.duplicates,
+                "early": sum(len(v) for v in self._early.values()),
+            },
+            "validator": None if self.worker is None else self.worker.status(),
+            "disputes": list(self._disputes),
+            "refused": {d.to_did_odf(): why for d, why in self._refused.items()},
+            "policy": {
+                "refuseDisputed": self.policy.refuse_disputed,
+                "confirmations": self.policy.confirmations,
+            },
         }
 
     # -- HTTP endpoints of the daemon ----------------------------------------------------
 
-    @web.middleware
-    async def _api_middleware(
-        self, request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
-    ) -> web.StreamResponse:
-        path = request.path
-        if path == "/api/follow":
-            return await self._api_follow(request)
-        if path.startswith("/api/network/"):
-            return await self._api_network(request, path[len("/api/network/") :])
-        return await handler(request)
+    def _add_routes(self, app: web.Application) -> None:
+        """The daemon's endpoints (`node.http_api.create_app`'s ``extra_routes`` hook)."""
+        add_attestation_routes(
+            app, self.attestations, self.ws, on_accepted=self._on_posted_attestation
+        )
+        r = app.router
+        r.add_route("*", "/api/follow", self._api_follow)
+        r.add_route("*", "/api/network/{ref}", self._api_network_route)
+        r.add_get("/api/disputes", self._api_disputes)
+
+    async def _api_network_route(self, request: web.Request) -> web.StreamResponse:
+        return await self._api_network(request, request.match_info["ref"])
+
+    async def _api_disputes(self, request: web.Request) -> web.StreamResponse:
+        records = await asyncio.to_thread(
+            publisher_records, self.ws, store=self.attestations, head_store=self.head_store
+        )
+        return web.json_response([r.to_dict(self.policy) for r in records])
 
     async def _api_follow(self, request: web.Request) -> web.StreamResponse:
         if request.method == "GET":

@@ -16,6 +16,12 @@ silently)::
     log_format: json                         # json (one object per line) | text (key=value)
     head_poll_interval_s: 1.0                # how often owned heads are checked
     reannounce_interval_s: 30.0              # how often held heads are gossiped again
+    validator: false                         # check replicated data, gossip attestations
+    validator_batch_blocks: 16               # blocks checked per run before other datasets
+    engine: 127.0.0.1:50051                  # engine for replays (default: engine manager)
+    refuse_disputed: false                   # refuse new heads of publishers with
+                                             # confirmed divergence or equivocation
+    dispute_confirmations: 1                 # validators that confirm a divergence
 
 `load_config` reads a file, `NodeConfig.with_overrides` applies command-line values.
 """
@@ -23,6 +29,7 @@ silently)::
 from __future__ import annotations
 
 import dataclasses
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
@@ -55,6 +62,7 @@ LOG_FORMATS: Final = ("json", "text")
 #: Bounds of the periodic intervals (seconds).
 MIN_INTERVAL_S: Final = 0.05
 MAX_INTERVAL_S: Final = 3600.0
+_ADDRESS_RE: Final = re.compile(r"[A-Za-z0-9.\-]+:[0-9]{1,5}|\[[0-9A-Fa-f:.]+\]:[0-9]{1,5}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,6 +83,16 @@ class NodeConfig:
         reannounce_interval_s: period of re-gossiping held heads (late joiners).
         pull_attempts: tries per pull before giving up until the next announcement.
         pull_retry_delay_s: first retry delay (doubled each try, capped at 30 s).
+        validator: run a validator: replicate followed derivatives with their inputs,
+            check every new block (`node.validator`), gossip signed attestations.
+        validator_batch_blocks: blocks one validation run checks before other datasets
+            get a turn.
+        engine_address: ``host:port`` of the engine for replays (default:
+            `node.engine_manager.get_engine`).
+        refuse_disputed: stop replicating new heads of datasets whose publisher has
+            confirmed divergence or equivocation evidence (`node.disputes`).
+        dispute_confirmations: distinct validators whose ``diverged`` confirm a
+            divergence (this node's own validator confirms alone).
     """
 
     listen: tuple[str, ...] = DEFAULT_LISTEN
@@ -91,6 +109,11 @@ class NodeConfig:
     reannounce_interval_s: float = 30.0
     pull_attempts: int = 5
     pull_retry_delay_s: float = 0.5
+    validator: bool = False
+    validator_batch_blocks: int = 16
+    engine_address: str | None = None
+    refuse_disputed: bool = False
+    dispute_confirmations: int = 1
 
     def __post_init__(self) -> None:
         _check(self)
@@ -138,12 +161,24 @@ def _check(cfg: NodeConfig) -> None:
             raise UsageError(f"{name} must be between {MIN_INTERVAL_S} and {MAX_INTERVAL_S}")
     if not isinstance(cfg.pull_attempts, int) or not 1 <= cfg.pull_attempts <= 100:
         raise UsageError("pull_attempts must be between 1 and 100")
-    for name in ("mdns", "allow_ingest", "allow_push"):
+    for name in ("mdns", "allow_ingest", "allow_push", "validator", "refuse_disputed"):
         if not isinstance(getattr(cfg, name), bool):
             raise UsageError(f"node setting {name!r} must be true or false")
+    for name, hi in (("validator_batch_blocks", 100_000), ("dispute_confirmations", 1_000)):
+        value = getattr(cfg, name)
+        if type(value) is not int or not 1 <= value <= hi:
+            raise UsageError(f"{name} must be an integer between 1 and {hi}")
+    if cfg.engine_address is not None and (
+        not isinstance(cfg.engine_address, str) or not _ADDRESS_RE.fullmatch(cfg.engine_address)
+    ):
+        raise UsageError(f"engine address must be host:port, got {cfg.engine_address!r}")
 
 
 _SCALARS: Final = (
+    "validator",
+    "validator_batch_blocks",
+    "refuse_disputed",
+    "dispute_confirmations",
     "mdns",
     "allow_ingest",
     "allow_push",
@@ -183,6 +218,8 @@ def parse_config(doc: object) -> NodeConfig:
                 values[f"http_{sub}"] = v
         elif key in _SCALARS:
             values[key] = value
+        elif key == "engine":
+            values["engine_address"] = value
         else:
             raise UsageError(f"unknown node setting {key!r}")
     return NodeConfig(**values)

@@ -26,7 +26,8 @@ curl or any HTTP client can pull from a node:
 ====================================  =====================================================
 
 Node-wide JSON: ``GET /api/status``, ``GET /api/datasets``, ``GET /api/peers`` (peers
-from an injected provider, empty by default).
+from an injected provider, empty by default). More routes (validator attestations, the
+daemon's endpoints) are added through `create_app`'s ``extra_routes`` hook.
 
 Hostile input: any request path with an encoded separator (``%2f``, ``%5c``), a NUL, or
 a ``.``/``..`` segment is refused with 400 before routing; hashes are parsed with
@@ -717,6 +718,7 @@ def create_app(
     head_store: HeadStore | None = None,
     peers: PeersProvider | None = None,
     status: StatusProvider | None = None,
+    extra_routes: Callable[[web.Application], None] | None = None,
 ) -> web.Application:
     """The HTTP API of a node serving ``workspace`` (see the module docstring).
 
@@ -728,6 +730,9 @@ def create_app(
         head_store: the high-water marks (default: the workspace's).
         peers: provider of the ``/api/peers`` list (default: empty).
         status: provider of extra ``/api/status`` fields (peer id, listen addresses).
+        extra_routes: called with the app after the built-in routes and before the
+            final catch-all (which would shadow routes added later), e.g. to add
+            `node.attest_api.add_attestation_routes` or the daemon's endpoints.
     """
     app = web.Application(middlewares=[_guard], client_max_size=1 << 20)
     app[_WS] = workspace
@@ -758,5 +763,7 @@ def create_app(
         r.add_post(prefix + "/push", push)
         r.add_post(prefix + "/ingest", ingest)
         r.add_post(prefix + "/ingest/{source}", ingest)
+    if extra_routes is not None:
+        extra_routes(app)
     r.add_route("*", "/{tail:.*}", not_found)
     return app

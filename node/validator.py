@@ -23,22 +23,32 @@ checked once the store holds an attestation of it by this validator. Engine fail
 (unavailable, internal error) stop the run without signing anything for that block:
 they say nothing about the data. The blocks left are the `backlog`.
 
+Inside the node daemon (``odf node run --validator``) a `ValidatorWorker` runs the
+validator over the datasets whose chains grew, a batch of blocks at a time, one dataset
+after another, in a worker thread, and hands each signed attestation to the daemon for
+gossip. It validates with ``wait_for_inputs``: a derivative block whose recorded input
+blocks are not replicated yet (`missing_input`) is left for later instead of being
+attested ``could-not-check``; the worker reports it as waiting, with its backlog.
+
 The validator key is not a dataset key: `load_or_create_validator_key` keeps it in
 ``.odf/p2p/validator.key`` (the 32-byte ed25519 seed, mode 0600).
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import re
 import stat
-from dataclasses import dataclass
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from fbs.did import DatasetId
-from fbs.errors import FbsError
+from fbs.errors import FbsError, OdfError
 from fbs.keys import KeyPair
 from fbs.model import (
     AddData,
@@ -57,7 +67,7 @@ from p2p.attestation_store import AttestationStore
 from p2p.errors import DuplicateAttestation, IdentityError
 from p2p.head_store import P2P_DIR
 from storage.dataset import Dataset
-from storage.errors import ObjectNotFound, StorageError
+from storage.errors import DatasetNotFound, InvalidAlias, ObjectNotFound, StorageError
 from storage.fsutil import atomic_write_bytes, ensure_dir, open_for_read
 from storage.hashing import logical_hash_parquet
 
@@ -67,18 +77,30 @@ if TYPE_CHECKING:
     from storage.workspace import Workspace
 
 __all__ = [
+    "DEFAULT_BATCH_BLOCKS",
     "VALIDATOR_KEY_FILE",
     "BlockVerdict",
+    "DatasetProgress",
     "ValidationRun",
     "Validator",
+    "ValidatorWorker",
     "check_block_objects",
     "load_or_create_validator_key",
+    "missing_input",
 ]
 
 log = logging.getLogger("odf.validator")
 
 #: The validator key file inside ``.odf/p2p``.
 VALIDATOR_KEY_FILE: Final = "validator.key"
+#: Blocks one `ValidatorWorker` run checks before the next queued dataset gets a turn.
+DEFAULT_BATCH_BLOCKS: Final = 16
+#: First delay before a dataset is tried again after an engine failure (doubled per
+#: failure, capped at `MAX_RETRY_DELAY_S`).
+DEFAULT_RETRY_DELAY_S: Final = 2.0
+MAX_RETRY_DELAY_S: Final = 60.0
+#: Most datasets a `ValidatorWorker` tracks (queue and progress).
+MAX_TRACKED_DATASETS: Final = 10_000
 _KEY_SIZE: Final = 32
 _CONTROL_RE: Final = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]+")
 
@@ -187,6 +209,43 @@ def check_block_objects(ds: Dataset, h: Multihash, block: MetadataBlock) -> Bloc
     return None
 
 
+def _chain_hashes(ws: Workspace, did: DatasetId) -> set[Multihash] | None:
+    try:
+        ds = ws.get(ws.resolve(did).id)
+        return {h for h, _raw, _b in ds.iter_blocks()}
+    except (DatasetNotFound, InvalidAlias, FbsError):
+        return None
+
+
+def missing_input(
+    ws: Workspace,
+    event: ExecuteTransform,
+    cache: dict[DatasetId, set[Multihash] | None] | None = None,
+) -> str | None:
+    """Why ``event`` cannot be replayed here yet: an input or input block not held.
+
+    Args:
+        ws: the workspace holding the inputs.
+        event: the recorded transform.
+        cache: input chains already read (filled on demand).
+
+    Returns:
+        ``None`` when every recorded input block is in its local chain, else a reason.
+    """
+    cache = {} if cache is None else cache
+    for qi in event.query_inputs:
+        did = qi.dataset_id
+        if did not in cache:
+            cache[did] = _chain_hashes(ws, did)
+        held = cache[did]
+        if held is None:
+            return f"input {did} is not in this workspace"
+        for h in (qi.prev_block_hash, qi.new_block_hash):
+            if h is not None and h not in held:
+                return f"input {did} block {h} is not held yet"
+    return None
+
+
 # -- the validator -----------------------------------------------------------------------------
 
 
@@ -198,6 +257,8 @@ class ValidationRun:
         alias / dataset_id / head: the dataset and the head checked up to.
         attestations: the attestations signed in this run, oldest block first.
         backlog: data blocks still without an attestation of this validator.
+        waiting: why the run stopped early with ``wait_for_inputs`` (an input block not
+            held yet), else ``None``.
     """
 
     alias: str
@@ -205,6 +266,7 @@ class ValidationRun:
     head: Multihash | None
     attestations: tuple[Attestation, ...]
     backlog: int
+    waiting: str | None = None
 
     def count(self, verdict: Verdict) -> int:
         """How many attestations of this run have ``verdict``."""
@@ -299,6 +361,7 @@ class Validator:
         *,
         max_blocks: int | None = None,
         retry_could_not_check: bool = False,
+        wait_for_inputs: bool = False,
     ) -> ValidationRun:
         """Check the unchecked data blocks of ``ref`` (oldest first), sign and store verdicts.
 
@@ -306,6 +369,10 @@ class Validator:
             ref: alias or DID.
             max_blocks: check at most this many blocks (the rest stays in the backlog).
             retry_could_not_check: check again blocks this validator could not check.
+            wait_for_inputs: a derivative block whose recorded input blocks are not in
+                the local input chains yet stops the run unsigned (`ValidationRun.waiting`
+                says why) instead of being attested ``could-not-check``: a replicating
+                validator gets them with the next pull.
 
         Raises:
             DatasetNotFound / InvalidAlias: no such dataset.
@@ -326,6 +393,8 @@ class Validator:
         signed: list[Attestation] = []
         ctx = _Context()
         histories: InputHistories = {}
+        input_chains: dict[DatasetId, set[Multihash] | None] = {}
+        waiting: str | None = None
         for h, block in chain:
             event = block.event
             if isinstance(event, SetTransform):
@@ -336,6 +405,11 @@ class Validator:
                 ctx.schema = event
             if h not in wanted:
                 continue
+            if wait_for_inputs and isinstance(event, ExecuteTransform):
+                waiting = missing_input(self.ws, event, input_chains)
+                if waiting is not None:
+                    log.info("%s #%d: waiting: %s", entry.alias, block.sequence_number, waiting)
+                    break
             verdict = self._check(ds, entry.alias, h, block, ctx, histories)
             attestation = sign_attestation(
                 self.keypair,
@@ -355,7 +429,7 @@ class Validator:
             )
             signed.append(attestation)
         backlog = len(self.unchecked_blocks(entry.id))
-        return ValidationRun(entry.alias, entry.id, head, tuple(signed), backlog)
+        return ValidationRun(entry.alias, entry.id, head, tuple(signed), backlog, waiting)
 
     def _check(
         self,
@@ -420,3 +494,192 @@ class Validator:
                 ),
             )
         return BlockVerdict(h, seq, Verdict.DIVERGED, m.field)
+
+
+# -- the validator inside the node daemon ------------------------------------------------------
+
+
+@dataclass(slots=True)
+class DatasetProgress:
+    """What a `ValidatorWorker` knows about one dataset (for ``odf node status``).
+
+    Attributes:
+        alias: the local alias.
+        backlog: data blocks not yet attested by this validator (as of ``updated_at``).
+        waiting: why checking is paused (an input block not replicated yet), if so.
+        last_error: the last engine failure (retried with backoff), if any.
+        failures: consecutive failures.
+        signed: attestations signed since the worker started, per verdict.
+        updated_at: UNIX time of the last update.
+    """
+
+    alias: str
+    backlog: int = 0
+    waiting: str | None = None
+    last_error: str | None = None
+    failures: int = 0
+    signed: dict[str, int] = field(default_factory=dict)
+    updated_at: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON form."""
+        return {
+            "alias": self.alias,
+            "backlog": self.backlog,
+            "waiting": self.waiting,
+            "lastError": self.last_error,
+            "signed": dict(self.signed),
+            "updatedAt": round(self.updated_at, 3),
+        }
+
+
+Publish = Callable[[Attestation], Awaitable[None]]
+"""Awaited with each attestation the worker signed (e.g. to gossip it)."""
+
+
+class ValidatorWorker:
+    """Runs a `Validator` over queued datasets, one at a time, in a worker thread.
+
+    The daemon queues a dataset when its chain grew (or one of its inputs' did). Each
+    run checks at most ``batch_blocks`` blocks (``wait_for_inputs``: a derivative block
+    whose input blocks are not replicated yet pauses that dataset until it is queued
+    again) and hands every signed attestation to ``publish``. A dataset with blocks
+    left is queued again behind the others; an engine failure retries it later with
+    exponential backoff. Nothing is dropped: what is not checked yet is the `backlog`,
+    reported per dataset by `status`.
+
+    Args:
+        validator: the validator (its store receives the attestations).
+        publish: awaited with each signed attestation.
+        batch_blocks: blocks per run.
+        retry_delay_s: first retry delay after an engine failure.
+    """
+
+    def __init__(
+        self,
+        validator: Validator,
+        publish: Publish,
+        *,
+        batch_blocks: int = DEFAULT_BATCH_BLOCKS,
+        retry_delay_s: float = DEFAULT_RETRY_DELAY_S,
+    ) -> None:
+        self.validator = validator
+        self._publish = publish
+        self.batch_blocks = batch_blocks
+        self.retry_delay_s = retry_delay_s
+        self._queue: dict[DatasetId, None] = {}
+        self._stale: set[DatasetId] = set()
+        self._progress: dict[DatasetId, DatasetProgress] = {}
+        self._wake = asyncio.Event()
+        self.running: DatasetId | None = None
+        self.runs = 0
+
+    def queue(self, dataset_id: DatasetId) -> None:
+        """Check ``dataset_id`` soon (its chain, or an input's, may have grown)."""
+        if dataset_id not in self._queue and len(self._queue) < MAX_TRACKED_DATASETS:
+            self._queue[dataset_id] = None
+        self._stale.add(dataset_id)
+        self._wake.set()
+
+    @property
+    def queued(self) -> list[DatasetId]:
+        """Datasets waiting for a run, next first."""
+        return list(self._queue)
+
+    @property
+    def idle(self) -> bool:
+        """Nothing queued or running."""
+        return not self._queue and self.running is None
+
+    def progress(self, dataset_id: DatasetId) -> DatasetProgress | None:
+        """What is known about ``dataset_id`` (``None``: never queued)."""
+        return self._progress.get(dataset_id)
+
+    def status(self) -> dict[str, Any]:
+        """JSON for ``/api/status``: identity, queue, and backlog per dataset."""
+        rows = {did.to_did_odf(): p.to_dict() for did, p in sorted(self._progress.items(), key=str)}
+        return {
+            "validator": self.validator.validator_id.to_did_key(),
+            "engine": self.validator.engine_identity,
+            "running": None if self.running is None else self.running.to_did_odf(),
+            "queued": [d.to_did_odf() for d in self._queue],
+            "backlog": sum(p.backlog for p in self._progress.values()),
+            "runs": self.runs,
+            "datasets": rows,
+        }
+
+    def _track(self, did: DatasetId) -> DatasetProgress | None:
+        p = self._progress.get(did)
+        if p is None:
+            try:
+                alias = self.validator.ws.resolve(did).alias
+            except (DatasetNotFound, InvalidAlias, FbsError):
+                return None
+            if len(self._progress) >= MAX_TRACKED_DATASETS:
+                return None
+            p = self._progress[did] = DatasetProgress(alias)
+        return p
+
+    def _refresh(self, dids: list[DatasetId]) -> None:
+        # Worker thread: backlog of datasets queued behind the current run.
+        for did in dids:
+            p = self._track(did)
+            if p is None:
+                continue
+            try:
+                p.backlog = self.validator.backlog(did)
+            except (OdfError, OSError):
+                continue
+            p.updated_at = time.time()
+
+    async def run(self) -> None:
+        """Work until cancelled (the daemon runs this as a task)."""
+        while True:
+            await self._wake.wait()
+            self._wake.clear()
+            if self._stale:
+                stale, self._stale = list(self._stale), set()
+                await asyncio.to_thread(self._refresh, stale)
+            while self._queue:
+                did = next(iter(self._queue))
+                del self._queue[did]
+                await self._run_one(did)
+
+    async def _run_one(self, did: DatasetId) -> None:
+        self.running = did
+        self.runs += 1
+        p = self._track(did)
+        try:
+            run = await asyncio.to_thread(
+                self.validator.validate, did, max_blocks=self.batch_blocks, wait_for_inputs=True
+            )
+        except (DatasetNotFound, InvalidAlias):
+            self._progress.pop(did, None)
+            return
+        except (OdfError, OSError) as e:
+            # Engine down or failing, a damaged local chain: nothing was signed for the
+            # block; try again later (it stays in the backlog meanwhile).
+            if p is not None:
+                p.failures += 1
+                p.last_error = f"{type(e).__name__}: {e}"
+                p.updated_at = time.time()
+                delay = min(MAX_RETRY_DELAY_S, self.retry_delay_s * 2 ** (p.failures - 1))
+            else:
+                delay = MAX_RETRY_DELAY_S
+            log.warning("validating %s failed (retry in %.1f s): %s", did, delay, e)
+            asyncio.get_running_loop().call_later(delay, self.queue, did)
+            return
+        finally:
+            self.running = None
+        if p is not None:
+            p.backlog = run.backlog
+            p.waiting = run.waiting
+            p.last_error = None
+            p.failures = 0
+            p.updated_at = time.time()
+            for a in run.attestations:
+                p.signed[str(a.verdict)] = p.signed.get(str(a.verdict), 0) + 1
+        for a in run.attestations:
+            await self._publish(a)
+        if run.backlog and run.waiting is None and run.attestations:
+            self.queue(did)  # more to do: behind the others

@@ -3,7 +3,9 @@
 ``odf attestations`` lists the validator attestations held for a dataset's current
 chain: block, validator (``did:key``), verdict, the differing field or the reason, the
 engine used and when; the dataset is marked DISPUTED when some validator found a block
-that does not reproduce.
+that does not reproduce. ``--evidence`` adds what is held against the dataset's
+publisher (`node.disputes`): the ``diverged`` attestations per block, with their
+validators, and equivocation evidence (two heads signed for one sequence number).
 
 ``odf validate`` runs the validator once, locally: every data block not yet attested by
 this workspace's validator key (``.odf/p2p/validator.key``, created on first use) is
@@ -24,6 +26,7 @@ from node.cli_util import EXIT_INVALID, EXIT_OK, EXIT_VERIFY_FAILED, open_worksp
 from node.trust import TrustReport, verify_with_trust
 
 if TYPE_CHECKING:
+    from node.disputes import PublisherRecord
     from p2p.attestation import Attestation
 
 __all__ = ["TrustReport", "attestation_row", "register", "verify_with_trust"]
@@ -68,6 +71,11 @@ def cmd_attestations(args: argparse.Namespace) -> int:
         block = parse_hash(args.block, code=SHA3_256)
         items = [a for a in items if a.block_hash == block]
     rows = [attestation_row(a) for a in items]
+    record = None
+    if args.evidence:
+        from node.disputes import publisher_record
+
+        record = publisher_record(ws, entry.id, store=store)
     if args.output_format == "table":
         state = "DISPUTED" if status.disputed else "not disputed"
         title = f"{entry.alias}: {len(rows)} attestations, {state}"
@@ -79,8 +87,10 @@ def cmd_attestations(args: argparse.Namespace) -> int:
             columns=["seq", "block", "validator", "verdict", "detail", "engine", "time"],
             title=title,
         )
+        if record is not None:
+            _print_evidence(record)
     else:
-        doc = {
+        doc: dict[str, Any] = {
             "dataset": entry.alias,
             "datasetId": entry.id.to_did_odf(),
             "head": None if status.head is None else status.head.to_multibase(),
@@ -89,8 +99,27 @@ def cmd_attestations(args: argparse.Namespace) -> int:
             "pending": status.pending,
             "attestations": rows,
         }
+        if record is not None:
+            doc["evidence"] = record.to_dict()
         render(doc, args.output_format)
     return EXIT_OK
+
+
+def _print_evidence(record: PublisherRecord) -> None:
+    if not record.has_evidence:
+        print("No evidence against the publisher")
+        return
+    for ev in record.divergence:
+        who = ", ".join(v.to_did_key() for v in ev.validators)
+        print(
+            f"Divergence: block #{ev.sequence_number} ({ev.block_hash}) field(s) "
+            f"{', '.join(ev.fields)}; signed by {who}"
+        )
+    for eq in record.equivocation:
+        print(
+            f"Equivocation: two heads signed for sequence number {eq.sequence_number}: "
+            f"{eq.first.head} and {eq.second.head} (evidence: {eq.path})"
+        )
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
@@ -152,6 +181,11 @@ def register(sub: Any) -> None:
     p.set_defaults(func=cmd_attestations)
     p.add_argument("dataset", help="dataset alias or DID")
     p.add_argument("--block", help="only this block (hash)")
+    p.add_argument(
+        "--evidence",
+        action="store_true",
+        help="also show the evidence held against the publisher (divergence, equivocation)",
+    )
     p.add_argument("-o", "--output-format", choices=OUTPUT_FORMATS, default="table")
 
     v = sub.add_parser(

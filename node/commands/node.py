@@ -1,12 +1,17 @@
 """``odf node``: run the peer-to-peer node daemon and talk to the running one.
 
 - ``odf node run [--config FILE] [--listen ADDR ...] [--http-port P] [--bootstrap ADDR ...]
-  [--mdns] [--follow DS|all ...]``: serve the workspace until SIGTERM/Ctrl-C (see
-  `node.daemon`). Command-line values override the config file.
+  [--mdns] [--follow DS|all ...] [--validator] [--engine HOST:PORT] [--refuse-disputed]``:
+  serve the workspace until SIGTERM/Ctrl-C (see `node.daemon`). Command-line values
+  override the config file. ``--validator`` checks every replicated block (replaying
+  derivative transforms on the engine) and gossips signed attestations.
 - ``odf node status`` / ``odf node peers``: ask the running node (found through
-  ``.odf/run/node.json``) over its HTTP API; ``--json`` prints the API's JSON.
+  ``.odf/run/node.json``) over its HTTP API; ``--json`` prints the API's JSON. The
+  status shows the validator's backlog and the datasets with evidence against their
+  publisher (disputed heads, equivocation), and which of them policy refuses.
 - ``odf node follow DS``: replicate DS as heads are announced: the running node is told
-  over HTTP (persisted); without a running node, a foreground node follows DS.
+  over HTTP (persisted); without a running node, a foreground node follows DS. Warns
+  when DS is disputed (`node.disputes.disputed_warning`).
 - ``odf node unfollow DS``.
 """
 
@@ -49,6 +54,9 @@ def _config(args: argparse.Namespace) -> NodeConfig:
         http_port=args.http_port,
         follow=follow,
         allow_ingest=False if args.no_ingest else None,
+        validator=True if args.validator else None,
+        engine_address=args.engine,
+        refuse_disputed=True if args.refuse_disputed else None,
         log_level=args.log_level,
         log_format=args.log_format,
     )
@@ -67,6 +75,9 @@ def cmd_run(args: argparse.Namespace) -> int:
                 f"  libp2p: {' '.join(daemon.host.addrs)}\n"
                 f"  http:   {daemon.http_url}\n"
             )
+            if daemon.worker is not None:
+                vid = daemon.worker.validator.validator_id.to_did_key()
+                sys.stderr.write(f"  validator: {vid}\n")
             sys.stderr.flush()
 
     run_daemon(ws, config, ready=ready)
@@ -135,7 +146,46 @@ def cmd_status(args: argparse.Namespace) -> int:
             f"  pulled:   {p['dataset']} #{p['sequenceNumber']} {p['detail']} "
             f"({p['objects']} objects, {p['bytes']} bytes, {p['seconds']} s)"
         )
+    _print_validator(doc.get("validator"))
+    _print_disputes(doc)
     return EXIT_OK
+
+
+def _print_validator(v: Any) -> None:
+    if not isinstance(v, dict):
+        return
+    print(f"  validator: {v.get('validator')} ({v.get('engine')})")
+    running = v.get("running")
+    print(
+        f"    backlog: {v.get('backlog')} block(s) not checked yet"
+        + (f", checking {running}" if running else "")
+        + (f", {len(v.get('queued') or [])} queued" if v.get("queued") else "")
+    )
+    for did, row in (v.get("datasets") or {}).items():
+        signed = ", ".join(f"{k} {n}" for k, n in sorted((row.get("signed") or {}).items()))
+        line = f"    {row.get('alias') or did}: backlog {row.get('backlog')}"
+        if signed:
+            line += f", signed {signed}"
+        if row.get("waiting"):
+            line += f", waiting: {row['waiting']}"
+        if row.get("lastError"):
+            line += f", last error: {row['lastError']}"
+        print(line)
+
+
+def _print_disputes(doc: dict[str, Any]) -> None:
+    for d in doc.get("disputes") or []:
+        what = []
+        if d.get("disputed"):
+            what.append("head DISPUTED")
+        if d.get("divergentBlocks"):
+            confirmed = "confirmed" if d.get("confirmed") else "unconfirmed"
+            what.append(f"{d['divergentBlocks']} divergent block(s), {confirmed}")
+        if d.get("equivocations"):
+            what.append(f"{d['equivocations']} equivocation(s)")
+        if d.get("refused"):
+            what.append(f"REFUSED: {d['refused']}")
+        print(f"  evidence: {d.get('alias') or d.get('dataset')}: {'; '.join(what)}")
 
 
 def cmd_peers(args: argparse.Namespace) -> int:
@@ -156,8 +206,17 @@ def cmd_peers(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _warn_disputed(ws: Workspace, ref: str) -> None:
+    from node.disputes import disputed_warning
+
+    warning = disputed_warning(ws, ref)
+    if warning is not None:
+        sys.stderr.write(f"odf: warning: {warning}\n")
+
+
 def cmd_follow(args: argparse.Namespace) -> int:
     ws = open_workspace(args)
+    _warn_disputed(ws, args.dataset)
     info = _running(ws)
     if info is not None and not args.foreground:
         doc = _api(info, "/api/follow", {"dataset": args.dataset}, method="POST")
@@ -219,6 +278,17 @@ def register(sub: Any) -> None:
         "--follow", action="append", metavar="DS", help="replicate DS (alias, DID or 'all')"
     )
     r.add_argument("--no-ingest", action="store_true", help="refuse push ingest over HTTP")
+    r.add_argument(
+        "--validator",
+        action="store_true",
+        help="check replicated blocks (replay transforms) and gossip signed attestations",
+    )
+    r.add_argument("--engine", metavar="HOST:PORT", help="engine for validator replays")
+    r.add_argument(
+        "--refuse-disputed",
+        action="store_true",
+        help="stop replicating publishers with confirmed divergence or equivocation",
+    )
     r.add_argument("--log-level", choices=("debug", "info", "warning", "error"))
     r.add_argument("--log-format", choices=("json", "text"))
     r.add_argument("-q", "--quiet", action="store_true", help="no startup summary")

@@ -81,6 +81,17 @@ def _sql_value(value: Any) -> Any:
     return value
 
 
+def _warn_disputed(ws: Any, query: str) -> None:
+    """Warn on stderr about disputed datasets the query reads (`node.disputes`)."""
+    from node.disputes import disputed_warning
+    from node.sql import tables_for_query
+
+    for entry in tables_for_query(ws, query):
+        warning = disputed_warning(ws, entry.id)
+        if warning is not None:
+            sys.stderr.write(f"odf: warning: {warning}\n")
+
+
 def cmd_sql(args: argparse.Namespace) -> int:
     """Run a Spark SQL query over the workspace's datasets."""
     import json
@@ -94,6 +105,7 @@ def cmd_sql(args: argparse.Namespace) -> int:
     if fmt == "parquet" and not args.output_path:
         raise UsageError("--output-format parquet needs --output-path")
     ws = open_workspace(args)
+    _warn_disputed(ws, args.query)
     with tempfile.TemporaryDirectory(prefix="odf-sql-") as tmp:
         result = run_sql(ws, args.query, Path(tmp) / "result.parquet")
         if fmt == "parquet":
