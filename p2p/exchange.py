@@ -86,7 +86,9 @@ from storage.object_store import DEFAULT_MAX_OBJECT_SIZE, MAX_BLOCK_SIZE
 from storage.workspace import Workspace
 
 __all__ = [
+    "DEFAULT_CHUNK_BYTES",
     "EXCHANGE_PROTOCOL",
+    "STREAM_WRITE_BYTES",
     "ExchangeClient",
     "ExchangeLimits",
     "ExchangeServer",
@@ -104,6 +106,14 @@ log = logging.getLogger(__name__)
 EXCHANGE_PROTOCOL: Final = "/odf/exchange/1.0.0"
 #: Frame header: payload length (u32, big-endian) and frame type (u8).
 _HEADER: Final = struct.Struct(">IB")
+#: Largest single write to a libp2p stream. A noise transport message carries at most
+#: 65519 plaintext bytes and a yamux frame header takes 12, so a write of this size is
+#: one yamux frame in one noise message. py-libp2p cuts bigger writes into 65536-byte
+#: yamux frames, and each of those into two noise messages (65519 + 17 bytes): twice
+#: the encryptions, reads and wake-ups per byte on both sides.
+STREAM_WRITE_BYTES: Final = 65519 - 12
+#: Default CHUNK payload: a CHUNK frame (header included) is exactly 16 stream writes.
+DEFAULT_CHUNK_BYTES: Final = 16 * STREAM_WRITE_BYTES - _HEADER.size
 
 ObjectKind = Literal["data", "checkpoint"]
 _KINDS: Final = ("data", "checkpoint")
@@ -149,7 +159,7 @@ class ExchangeLimits:
 
     max_frame_bytes: int = 4 * 2**20
     max_control_frame_bytes: int = 64 * 2**10
-    chunk_bytes: int = 2**20
+    chunk_bytes: int = DEFAULT_CHUNK_BYTES
     max_blocks_per_request: int = 1024
     max_block_bytes_per_request: int = 64 * 2**20
     max_blocks_per_pull: int = 10_000_000
@@ -194,7 +204,9 @@ class _EOF(TransferError):
 async def write_frame(
     stream: Any, ftype: int, payload: bytes | bytearray | memoryview, timeout_s: float
 ) -> None:
-    """Write one frame (one ``write`` call: header and payload together).
+    """Write one frame: header and payload together, in writes of `STREAM_WRITE_BYTES`.
+
+    ``timeout_s`` bounds each write (the peer must keep taking bytes).
 
     Raises:
         TransferTimeout: the peer did not take the bytes within ``timeout_s``.
@@ -202,8 +214,14 @@ async def write_frame(
     """
     data = _HEADER.pack(len(payload), ftype) + bytes(payload)
     try:
-        with trio.fail_after(timeout_s):
-            await stream.write(data)
+        if len(data) <= STREAM_WRITE_BYTES:
+            with trio.fail_after(timeout_s):
+                await stream.write(data)
+        else:
+            view = memoryview(data)
+            for i in range(0, len(data), STREAM_WRITE_BYTES):
+                with trio.fail_after(timeout_s):
+                    await stream.write(bytes(view[i : i + STREAM_WRITE_BYTES]))
     except trio.TooSlowError:
         raise TransferTimeout(f"peer did not read for {timeout_s} s") from None
     except (IOException, OSError) as e:
@@ -260,10 +278,24 @@ class _Reader:
         return ftype, length
 
     async def payload(self, length: int) -> bytes:
-        await self._fill(length)
-        data = bytes(self._buf[:length])
-        del self._buf[:length]
-        return data
+        if len(self._buf) >= length:
+            data = bytes(self._buf[:length])
+            del self._buf[:length]
+            return data
+        # A large payload (CHUNK): gather the muxer's pieces and join them once,
+        # instead of growing the buffer and copying the frame out of it again.
+        parts: list[bytes] = [bytes(self._buf)] if self._buf else []
+        have = len(self._buf)
+        self._buf.clear()
+        while have < length:
+            piece = await self._read_some(length - have)
+            if have + len(piece) > length:  # a muxer that ignores n: keep the excess
+                cut = length - have
+                self._buf += piece[cut:]
+                piece = piece[:cut]
+            parts.append(piece)
+            have += len(piece)
+        return parts[0] if len(parts) == 1 else b"".join(parts)
 
     async def stream_payload(self, length: int, sink: Callable[[bytes], None]) -> None:
         """Pass ``length`` payload bytes to ``sink`` piece by piece (no full-frame copy)."""
@@ -485,13 +517,23 @@ class ExchangeServer:
             await _write_json(stream, FrameType.OBJECT, {"size": size}, limits)
             chunk = min(limits.chunk_bytes, limits.max_frame_bytes)
             sent = 0
-            while sent < size:
-                data = await trio.to_thread.run_sync(f.read, min(chunk, size - sent))
-                if not data:
-                    break  # the file shrank under us: the client sees a short object
-                await write_frame(stream, FrameType.CHUNK, data, limits.stall_timeout_s)
+            data = await trio.to_thread.run_sync(f.read, min(chunk, size))
+            # The next chunk is read from the file (worker thread) while this one is
+            # written to the stream.
+            while data:
                 sent += len(data)
+                ahead: list[bytes] = []
+                async with trio.open_nursery() as nursery:
+                    if sent < size:
+                        nursery.start_soon(_read_into, f, min(chunk, size - sent), ahead)
+                    await write_frame(stream, FrameType.CHUNK, data, limits.stall_timeout_s)
+                data = ahead[0] if ahead else b""
+                # An empty read: the file shrank under us; the client sees a short object.
         await write_frame(stream, FrameType.END, b"", limits.stall_timeout_s)
+
+
+async def _read_into(f: Any, n: int, out: list[bytes]) -> None:
+    out.append(await trio.to_thread.run_sync(f.read, n))
 
 
 # -- client ------------------------------------------------------------------------------

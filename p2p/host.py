@@ -73,6 +73,8 @@ from p2p.identity import load_or_create_identity
 from p2p.peers import PeerScores
 
 __all__ = [
+    "DEFAULT_BOOTSTRAP_ATTEMPTS",
+    "DEFAULT_BOOTSTRAP_RETRY_DELAY_S",
     "DEFAULT_LISTEN_ADDRS",
     "GOSSIPSUB_PROTOCOLS",
     "MAX_GOSSIP_MESSAGE_BYTES",
@@ -106,6 +108,11 @@ MAX_TOPIC_LEN: Final = 256
 DEFAULT_START_TIMEOUT_S: Final = 30.0
 DEFAULT_STOP_TIMEOUT_S: Final = 10.0
 DEFAULT_CONNECT_TIMEOUT_S: Final = 15.0
+#: Dial attempts per bootstrap peer (the peer may still be starting) and the delay
+#: before the first retry (doubled after each failure, at most `BOOTSTRAP_MAX_DELAY_S`).
+DEFAULT_BOOTSTRAP_ATTEMPTS: Final = 5
+DEFAULT_BOOTSTRAP_RETRY_DELAY_S: Final = 0.5
+BOOTSTRAP_MAX_DELAY_S: Final = 8.0
 
 GossipHandler = Callable[["GossipMessage"], Coroutine[Any, Any, None]]
 """asyncio-side handler of received gossip messages."""
@@ -145,12 +152,15 @@ class HostConfig:
 
     Attributes:
         listen_addrs: multiaddrs to listen on (port 0 picks a free port).
-        bootstrap: ``/ip4/.../tcp/.../p2p/<peer id>`` addresses dialled at start.
+        bootstrap: ``/ip4/.../tcp/.../p2p/<peer id>`` addresses dialled once the host
+            and gossipsub run (in the background, in parallel, with retries).
         identity_path: persistent key file (created 0600 on first start); ``None``
             uses a fresh ephemeral identity.
         enable_mdns: LAN discovery (binds all interfaces; off by default).
         gossip: gossipsub parameters.
         start_timeout_s / stop_timeout_s / connect_timeout_s: bounds of those calls.
+        bootstrap_attempts / bootstrap_retry_delay_s: dials per bootstrap peer and the
+            first back-off delay.
     """
 
     listen_addrs: tuple[str, ...] = DEFAULT_LISTEN_ADDRS
@@ -161,6 +171,8 @@ class HostConfig:
     start_timeout_s: float = DEFAULT_START_TIMEOUT_S
     stop_timeout_s: float = DEFAULT_STOP_TIMEOUT_S
     connect_timeout_s: float = DEFAULT_CONNECT_TIMEOUT_S
+    bootstrap_attempts: int = DEFAULT_BOOTSTRAP_ATTEMPTS
+    bootstrap_retry_delay_s: float = DEFAULT_BOOTSTRAP_RETRY_DELAY_S
 
 
 @dataclass(frozen=True, slots=True)
@@ -317,7 +329,10 @@ class P2PHost:
         return self._running
 
     async def start(self) -> None:
-        """Start the trio thread, listen, dial bootstrap peers, start gossipsub.
+        """Start the trio thread, listen, start gossipsub, then dial bootstrap peers.
+
+        Returns once the host listens and gossipsub runs; bootstrap peers are dialled
+        in the background (with retries, see `HostConfig`).
 
         Raises:
             HostError: already started, or libp2p failed to start (bad address, port
@@ -370,11 +385,14 @@ class P2PHost:
             listen = [multiaddr.Multiaddr(a) for a in cfg.listen_addrs]
         except Exception as e:
             raise HostError(f"invalid listen address: {e}") from None
+        # Bootstrap peers are *not* handed to py-libp2p: 0.8.1 dials them inside
+        # ``host.run`` before the pubsub service runs, and the pubsub notifee of the new
+        # connection then fails the whole host ('Pubsub' object has no attribute
+        # '_manager'). `_dial_bootstrap` dials them once gossipsub is ready instead.
         host = new_host(
             key_pair=self._key_pair,
             listen_addrs=listen,
             enable_mDNS=cfg.enable_mdns,
-            bootstrap=list(cfg.bootstrap) or None,
             muxer_preference="YAMUX",
         )
         gossipsub = GossipSub(
@@ -402,6 +420,8 @@ class P2PHost:
                 self._token = trio.lowlevel.current_trio_token()
                 self._peer_id = str(host.get_id())
                 self._running = True
+                for addr in cfg.bootstrap:
+                    nursery.start_soon(self._dial_bootstrap, addr)
                 assert self._loop is not None
                 self._loop.call_soon_threadsafe(_set_result_if_pending, started, None)
                 await self._stop_event.wait()
@@ -409,6 +429,37 @@ class P2PHost:
                 nursery.cancel_scope.cancel()
             with trio.move_on_after(self.config.stop_timeout_s / 2):
                 await host.close()
+
+    async def _dial_bootstrap(self, addr: str) -> None:
+        """Dial one bootstrap peer (trio, in the host nursery), retrying with back-off.
+
+        Failures are logged, never raised: a missing bootstrap peer must not stop the
+        host. Our own address and peers already connected are skipped.
+        """
+        cfg, host = self.config, self._host
+        try:
+            info = info_from_p2p_addr(multiaddr.Multiaddr(addr))
+        except Exception as e:
+            log.warning("ignoring invalid bootstrap address %r: %s", addr, e)
+            return
+        if str(info.peer_id) == self._peer_id or self.scores.is_banned(str(info.peer_id)):
+            return
+        delay = cfg.bootstrap_retry_delay_s
+        for attempt in range(1, max(1, cfg.bootstrap_attempts) + 1):
+            if info.peer_id in host.get_connected_peers():
+                return
+            try:
+                with trio.fail_after(cfg.connect_timeout_s):
+                    await host.connect(info)
+            except Exception as e:  # dial errors of assorted types, TooSlowError
+                log.info("bootstrap dial %d of %s failed: %r", attempt, addr, e)
+            else:
+                log.info("connected to bootstrap peer %s", info.peer_id)
+                return
+            if attempt < cfg.bootstrap_attempts:
+                await trio.sleep(delay)
+                delay = min(delay * 2, BOOTSTRAP_MAX_DELAY_S)
+        log.warning("bootstrap peer %s unreachable after %d attempts", addr, attempt)
 
     async def stop(self) -> None:
         """Stop the host (idempotent); waits for the trio thread to finish.

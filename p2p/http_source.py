@@ -315,7 +315,9 @@ class HttpSource:
         flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
         async with (
             _transfer_errors(f"GET {url}"),
-            self._session.get(url, timeout=self._timeout, headers=self._headers) as r,
+            self._session.get(
+                url, timeout=self._timeout, headers=self._headers, read_bufsize=READ_BUFFER_SIZE
+            ) as r,
         ):
             if r.status == 404:
                 raise PeerUnavailable(f"{self.base_url}: {kind} object {h} not found")
@@ -329,15 +331,27 @@ class HttpSource:
                 )
             fd = os.open(dest_path, flags, 0o600)
             total = 0
+            # One chunk is hashed and written in a worker thread (hashlib and os.write
+            # release the GIL) while the event loop receives the next one; at most one
+            # job is outstanding, so the pieces reach the hasher and the file in order.
+            job: asyncio.Future[None] | None = None
             try:
                 async for chunk in r.content.iter_chunked(DOWNLOAD_CHUNK_SIZE):
                     total += len(chunk)
                     if expected_size is not None and total > expected_size:
                         raise PeerMisbehaved(f"{kind} object {h}: more than {expected_size} bytes")
-                    # hashlib and os.write release the GIL on large buffers: in a thread
-                    # they overlap with the event loop receiving the next chunk.
-                    await asyncio.to_thread(_hash_and_write, hasher, fd, chunk)
+                    if job is not None:
+                        await job
+                    job = asyncio.ensure_future(
+                        asyncio.to_thread(_hash_and_write, hasher, fd, chunk)
+                    )
+                if job is not None:
+                    await job
             finally:
+                if job is not None and not job.done():
+                    # The thread cannot be interrupted: let it finish before the fd closes.
+                    with contextlib.suppress(BaseException):
+                        await asyncio.shield(job)
                 os.close(fd)
         return hasher.digest()
 

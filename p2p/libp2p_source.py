@@ -16,6 +16,7 @@ Typical use by the daemon::
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Final
 
 from fbs.did import DatasetId
 from fbs.multiformats import Multihash
@@ -25,7 +26,13 @@ from p2p.head_record import HeadRecord
 from p2p.host import P2PHost
 from p2p.peers import Offence
 
-__all__ = ["Libp2pSource"]
+__all__ = ["DEFAULT_PARALLEL_OBJECTS", "Libp2pSource"]
+
+#: Objects downloaded at once from one peer. py-libp2p's receive path (noise, yamux)
+#: runs in the one trio thread of the local host and is CPU-bound: more streams per
+#: peer only contend there, while a second one keeps the pipe busy during a stream's
+#: setup and the last chunks of the previous object. Several peers split the objects.
+DEFAULT_PARALLEL_OBJECTS: Final = 2
 
 
 class Libp2pSource:
@@ -36,15 +43,24 @@ class Libp2pSource:
         client: the exchange client (shared by every source of the host).
         peer: the peer id (base58).
         dataset_id: the dataset to pull.
+        parallel_objects: objects `p2p.sync.pull_dataset` downloads from this peer at
+            once.
     """
 
     def __init__(
-        self, host: P2PHost, client: ExchangeClient, peer: str, dataset_id: DatasetId
+        self,
+        host: P2PHost,
+        client: ExchangeClient,
+        peer: str,
+        dataset_id: DatasetId,
+        *,
+        parallel_objects: int = DEFAULT_PARALLEL_OBJECTS,
     ) -> None:
         self.host = host
         self.client = client
         self.peer = peer
         self.dataset_id = dataset_id
+        self.parallel_objects = parallel_objects
 
     def __repr__(self) -> str:
         return f"Libp2pSource({self.peer!r}, {self.dataset_id})"

@@ -107,6 +107,11 @@ class ObjectSource(Protocol):
     Implementations report transport problems as `TransferError` (or
     `PeerUnavailable` when the peer does not have the item); they need not verify
     anything: `pull_dataset` checks every byte.
+
+    A source may also have an ``int`` attribute ``parallel_objects``: how many objects
+    it should download at once (default: ``pull_dataset``'s ``objects_per_source``).
+    Transports whose receive path is CPU-bound in one thread (libp2p) set it low, so
+    that objects are split across peers instead of contending on one connection.
     """
 
     @property
@@ -197,8 +202,14 @@ class _ObjectJob:
 class _Sources:
     """Live sources with strikes; spreads work and drops misbehaving peers."""
 
-    def __init__(self, sources: Sequence[ObjectSource], result_penalties: dict[str, list[str]]):
+    def __init__(
+        self,
+        sources: Sequence[ObjectSource],
+        result_penalties: dict[str, list[str]],
+        per_source: int = DEFAULT_OBJECTS_PER_SOURCE,
+    ):
         self.all = list(sources)
+        self.capacity = [_parallel_objects(s, per_source) for s in self.all]
         self.strikes = [0] * len(self.all)
         self.alive = [True] * len(self.all)
         self.in_flight = [0] * len(self.all)
@@ -216,7 +227,21 @@ class _Sources:
         candidates = [i for i in range(len(self.all)) if self.alive[i] and i not in exclude]
         if not candidates:
             return None
-        return min(candidates, key=lambda i: (self.in_flight[i], self.strikes[i], i))
+        # The least loaded relative to its capacity: objects spread over all sources.
+        return min(
+            candidates,
+            key=lambda i: (self.in_flight[i] / self.capacity[i], self.strikes[i], i),
+        )
+
+    def total_capacity(self) -> int:
+        return sum(self.capacity)
+
+
+def _parallel_objects(source: ObjectSource, default: int) -> int:
+    value = getattr(source, "parallel_objects", None)
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 1:
+        return min(value, max(1, default))
+    return max(1, default)
 
 
 def _new_objects(block: MetadataBlock) -> list[_ObjectJob]:
@@ -436,7 +461,8 @@ async def pull_dataset(
         head_record: a signed head to pull to (else the sources' ``get_head``).
         head_store: the high-water marks (default: the workspace's).
         require_signed: refuse to pull without a valid head record.
-        objects_per_source: parallel object downloads per live source.
+        objects_per_source: parallel object downloads per live source (at most; a
+            source's own ``parallel_objects`` may ask for fewer).
         on_progress: called with short human-readable progress lines.
 
     Raises:
@@ -468,7 +494,7 @@ async def pull_dataset(
         dataset_id = local_state.dataset_id
 
     penalties: dict[str, list[str]] = {}
-    sources = _Sources(srcs, penalties)
+    sources = _Sources(srcs, penalties, objects_per_source)
     resuming = False
     if head_record is not None and local_state is not None and local_state.head == head_record.head:
         pass  # already there: nothing to check or fetch
@@ -543,7 +569,9 @@ async def pull_dataset(
     if todo:
         for kind in ("data", "checkpoint"):
             ensure_dir(_store(layout, kind).root)
-        limit = asyncio.Semaphore(max(1, objects_per_source) * len(srcs))
+        limit = asyncio.Semaphore(sources.total_capacity())
+        # Largest first: the long transfers start early and small ones fill the gaps.
+        todo.sort(key=lambda j: j.size, reverse=True)
 
         async def run(job: _ObjectJob) -> None:
             async with limit:
@@ -568,10 +596,23 @@ async def pull_dataset(
     if staging is None:
         await asyncio.to_thread(target_ds.append_blocks_bytes, raws)
     else:
-        await asyncio.to_thread(install_dataset, ws, target_ds, staging, raws, local_alias, did)
+        try:
+            await asyncio.to_thread(install_dataset, ws, target_ds, staging, raws, local_alias, did)
+        except DatasetExists:
+            # Another pull of the same dataset (e.g. the node's resume of a half-pulled
+            # clone) finished first; fine if it reached the same verified head.
+            if not await asyncio.to_thread(_has_head, ws, did, final_state.head):
+                raise
     result.dropped = list(sources.dropped)
     say(f"{local_alias}: head {final_state.head} ({result.blocks_fetched} new blocks)")
     return result
+
+
+def _has_head(ws: Workspace, did: DatasetId, head: Multihash) -> bool:
+    try:
+        return ws.get(did).head() == head
+    except StorageError:
+        return False
 
 
 def first_error(group: BaseExceptionGroup[BaseException]) -> BaseException:

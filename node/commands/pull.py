@@ -4,6 +4,11 @@ One command for every source of new data, dispatched per argument:
 
 - a URL (``http://``, ``https://``, ``odf+http(s)://``): a verified fetch from that node or
   dataset base URL (see ``odf fetch``);
+- a peer address ``/ip4/H/tcp/P/p2p/PEER/did:odf:...`` (or ``--dataset DID``): a verified
+  pull from that libp2p peer over the object exchange protocol;
+- a dataset ID ``did:odf:...`` that is not in this workspace: resolved through the peers
+  of the running node (``odf node run``) and pulled, verified, from every peer that
+  serves its newest signed head;
 - a root dataset: poll its polling source (``--set-watermark`` only commits a watermark);
 - a derivative dataset: run its transform on new input data (``-r`` pulls upstream
   derivatives first);
@@ -13,12 +18,14 @@ One command for every source of new data, dispatched per argument:
 from __future__ import annotations
 
 import argparse
+import functools
 import sys
 from typing import TYPE_CHECKING, Any
 
 from node.cli_util import EXIT_OK, EXIT_USAGE, open_workspace
 
 if TYPE_CHECKING:
+    from p2p.sync import PullResult
     from storage.workspace import Workspace
 
 #: URL schemes `odf pull` treats as remote sources.
@@ -28,6 +35,21 @@ REMOTE_SCHEMES: tuple[str, ...] = ("http://", "https://", "odf+http://", "odf+ht
 def is_remote(ref: str) -> bool:
     """Whether ``ref`` names a remote source rather than a local dataset."""
     return ref.lower().startswith(REMOTE_SCHEMES)
+
+
+def is_peer_address(ref: str) -> bool:
+    """Whether ``ref`` is a libp2p multiaddr (``/ip4/.../p2p/<peer>[/did:odf:...]``)."""
+    return ref.startswith("/")
+
+
+def _is_local(ws: Workspace, ref: str) -> bool:
+    from storage.errors import DatasetNotFound
+
+    try:
+        ws.resolve(ref)
+    except DatasetNotFound:
+        return False
+    return True
 
 
 def _remote_url(ref: str) -> str:
@@ -64,6 +86,15 @@ def cmd_pull(args: argparse.Namespace) -> int:
     code = EXIT_OK
     ws: Workspace | None = None
     for ref in targets:
+        if is_peer_address(ref) or ref.startswith("did:"):
+            if ws is None:
+                ws = open_workspace(args)
+            if is_peer_address(ref) or not _is_local(ws, ref):
+                network_pull = functools.partial(_pull_network, ws=ws, ref=ref)
+                rc_remote: int = remote._guard(network_pull)(args)
+                if rc_remote != EXIT_OK:
+                    code = rc_remote
+                continue
         if is_remote(ref):
             ns = _ns(
                 args,
@@ -99,6 +130,63 @@ def cmd_pull(args: argparse.Namespace) -> int:
     return code
 
 
+def _pull_network(args: argparse.Namespace, ws: Workspace, ref: str) -> int:
+    """Pull ``ref`` (peer address or unknown DID) over libp2p; prints a summary line.
+
+    Raises:
+        UsageError: an unparsable reference.
+        PeerUnavailable / TransferError / P2PError: see `p2p.sync.pull_dataset`
+            (mapped to exit codes by ``remote._guard``).
+    """
+    import asyncio
+
+    from node.cli_util import EXIT_NOT_FOUND
+    from node.daemon import NodeNotRunning, resolve_remote
+    from p2p.sync import pull_dataset
+
+    def progress(message: str) -> None:
+        if not args.no_progress:
+            sys.stderr.write(message + "\n")
+
+    async def run() -> PullResult:
+        async with resolve_remote(ref, ws, dataset=args.dataset_id) as remote_:
+            return await pull_dataset(
+                ws,
+                remote_.sources,
+                dataset_id=remote_.dataset_id,
+                alias=args.as_alias or remote_.alias,
+                head_record=remote_.head_record,
+                require_signed=args.require_signed,
+                on_progress=progress,
+            )
+
+    try:
+        result = asyncio.run(run())
+    except NodeNotRunning:
+        sys.stderr.write(
+            f"odf: error: {ref} is not in this workspace and no node is running to resolve "
+            "it (start `odf node run`, or give a node URL or peer address)\n"
+        )
+        return EXIT_NOT_FOUND
+    _report(result)
+    return EXIT_OK
+
+
+def _report(result: PullResult) -> None:
+    if result.up_to_date:
+        print(f"{result.alias}: up to date at {result.new_head}")
+    else:
+        verb = "Cloned" if result.created else "Updated"
+        signed = " (signed head)" if result.head_record is not None else " (unsigned head)"
+        print(
+            f"{verb} {result.alias} ({result.dataset_id}): {result.blocks_fetched} block(s), "
+            f"{result.objects_fetched} object(s), {result.bytes_fetched} bytes; "
+            f"head {result.new_head}{signed}"
+        )
+    for name in result.dropped:
+        sys.stderr.write(f"odf: warning: dropped source {name}: {result.penalties.get(name)}\n")
+
+
 def _ns(args: argparse.Namespace, **values: Any) -> argparse.Namespace:
     return argparse.Namespace(workspace=getattr(args, "workspace", None), **values)
 
@@ -109,12 +197,19 @@ def register(sub: Any) -> None:
 
     p = sub.add_parser(
         "pull",
-        help="bring datasets up to date (roots: poll sources; derivatives: transform; URLs: fetch)",
+        help=(
+            "bring datasets up to date (roots: poll sources; derivatives: transform; "
+            "URLs, peer addresses, remote DIDs: verified pull)"
+        ),
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.set_defaults(func=cmd_pull)
-    p.add_argument("dataset", nargs="*", help="dataset aliases, DIDs or node/dataset URLs")
+    p.add_argument(
+        "dataset",
+        nargs="*",
+        help="dataset aliases or DIDs, node/dataset URLs, or libp2p peer addresses",
+    )
     p.add_argument("-a", "--all", action="store_true", help="pull every dataset of the workspace")
     p.add_argument("-r", "--recursive", action="store_true", help="pull upstream derivatives first")
     p.add_argument(
@@ -123,10 +218,18 @@ def register(sub: Any) -> None:
         metavar="T",
         help="root datasets: only commit this watermark (RFC 3339), fetch nothing",
     )
-    p.add_argument("--as", dest="as_alias", metavar="ALIAS", help="URLs: local alias")
+    p.add_argument(
+        "--as", dest="as_alias", metavar="ALIAS", help="remote sources: local alias of a clone"
+    )
+    p.add_argument(
+        "--dataset",
+        dest="dataset_id",
+        metavar="DID",
+        help="peer addresses without /did:odf:...: the dataset to pull",
+    )
     p.add_argument(
         "--require-signed",
         action="store_true",
-        help="URLs: refuse unless the head is signed by the dataset key",
+        help="remote sources: refuse unless the head is signed by the dataset key",
     )
     p.add_argument("--no-progress", action="store_true", help="no progress display")

@@ -1,8 +1,13 @@
 """Sync benchmarks of issue 5: verified pulls vs their limits, 3 peers vs 1, propagation.
 
-Usage: .venv/bin/python scripts/bench/sync.py [--mb 1024] [--nodes 10] [--skip-propagation]
+Usage: .venv/bin/python scripts/bench/sync.py [--mb 1024] [--runs 3] [--nodes 10]
+       [--skip-propagation]
 
-Measured in one run (ratios against baselines measured in the same run):
+Measured in one run (ratios against baselines measured in the same run). Every transfer
+figure is measured ``--runs`` times, interleaved with its baseline (sha3, bare stream),
+and reported as best and median; ratios are best/best and median/median. The load
+average before and after is printed: on a small shared machine, other processes take
+cores away from the parallel parts (hashing threads, the peers' processes).
 
 1. **sha3**: SHA3-256 of the dataset's object bytes in memory (every received byte must
    be hashed: the ceiling of a verified pull).
@@ -14,7 +19,10 @@ Measured in one run (ratios against baselines measured in the same run):
    this process), 1 vs 3 peers.
 4. **bare stream vs exchange pull**, two `P2PHost` s in this process: a bare py-libp2p
    stream of the same bytes (no framing, hashing or files) and the verified libp2p pull
-   of the dataset from an in-process `ExchangeServer`. Target: >= 0.8.
+   of the dataset from an in-process `ExchangeServer`. Target: >= 0.8. The bare stream
+   is measured twice: with 1 MiB writes (the usual baseline) and with writes of
+   `p2p.exchange.STREAM_WRITE_BYTES` (one yamux frame per noise message, as the
+   exchange server writes); the pull is compared with both.
 5. **propagation**: ``--nodes`` node subprocesses in a binary tree, every one following
    all; the owner commits a new slice (``--slice-mb``); time until every node heard
    the signed head (gossip) and until every node replicated the data (from the
@@ -30,6 +38,7 @@ import json
 import os
 import shutil
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -49,7 +58,7 @@ from libp2p.network.stream.exceptions import StreamEOF  # noqa: E402
 
 from fbs.did import DatasetId  # noqa: E402
 from node.daemon import RunInfo, read_run_info  # noqa: E402
-from p2p.exchange import ExchangeClient, ExchangeServer  # noqa: E402
+from p2p.exchange import STREAM_WRITE_BYTES, ExchangeClient, ExchangeServer  # noqa: E402
 from p2p.host import P2PHost  # noqa: E402
 from p2p.http_source import HttpSource, dataset_base_url  # noqa: E402
 from p2p.libp2p_source import Libp2pSource  # noqa: E402
@@ -59,6 +68,7 @@ from tests.p2p.sync_helpers import add_slices, make_dataset  # noqa: E402
 
 ODF = (sys.executable, "-m", "node.cli")
 BARE = "/odf/bench-bare/1.0.0"
+BARE_SMALL = "/odf/bench-bare-noise-sized/1.0.0"
 WRITE = 1 << 20
 MIB = float(1 << 20)
 START_TIMEOUT_S = 60.0
@@ -66,13 +76,14 @@ PROPAGATION_TIMEOUT_S = 300.0
 
 
 def config(path: Path, **extra: Any) -> Path:
-    lines = [
-        "http: {host: 127.0.0.1, port: 0}",
-        "head_poll_interval_s: 0.05",
-        "pull_retry_delay_s: 0.1",
-        "reannounce_interval_s: 600",
-    ]
-    lines += [f"{k}: {json.dumps(v)}" for k, v in extra.items()]
+    settings: dict[str, Any] = {
+        "head_poll_interval_s": 0.05,
+        "pull_retry_delay_s": 0.1,
+        "reannounce_interval_s": 600,
+        **extra,
+    }
+    lines = ["http: {host: 127.0.0.1, port: 0}"]
+    lines += [f"{k}: {json.dumps(v)}" for k, v in settings.items()]
     path.write_text("\n".join(lines) + "\n")
     return path
 
@@ -143,25 +154,31 @@ async def timed_pull(dest_root: Path, sources: list[ObjectSource], did: DatasetI
 
 
 async def bare_vs_exchange(
-    ws: Workspace, did: DatasetId, size: int, root: Path
-) -> tuple[float, float]:
+    ws: Workspace, did: DatasetId, size: int, root: Path, runs: int
+) -> tuple[list[float], list[float], list[float]]:
+    """Seconds of the bare streams (1 MiB writes, noise-sized writes) and of the verified
+    pull, alternating, ``runs`` each."""
     data = os.urandom(size)
 
-    async def bare_handler(stream: Any) -> None:
-        view = memoryview(data)
-        for i in range(0, size, WRITE):
-            await stream.write(bytes(view[i : i + WRITE]))
-        await stream.close()
+    def handler(write_size: int) -> Any:
+        async def bare_handler(stream: Any) -> None:
+            view = memoryview(data)
+            for i in range(0, size, write_size):
+                await stream.write(bytes(view[i : i + write_size]))
+            await stream.close()
+
+        return bare_handler
 
     server, client_host = P2PHost(), P2PHost()
-    server.set_stream_handler(BARE, bare_handler)
+    server.set_stream_handler(BARE, handler(WRITE))
+    server.set_stream_handler(BARE_SMALL, handler(STREAM_WRITE_BYTES))
     ExchangeServer(ws).register(server)
     async with server, client_host:
         await client_host.connect(server.addrs[0])
         client = ExchangeClient(client_host)
 
-        async def bare_fetch() -> int:
-            stream = await client_host.new_stream_trio(server.peer_id, BARE)
+        async def bare_fetch(protocol: str) -> int:
+            stream = await client_host.new_stream_trio(server.peer_id, protocol)
             got = 0
             while True:
                 try:
@@ -171,13 +188,37 @@ async def bare_vs_exchange(
             await stream.close()
             return got
 
+        bare_s: list[float] = []
+        small_s: list[float] = []
+        ex_s: list[float] = []
+        for _ in range(runs):
+            for protocol, out in ((BARE, bare_s), (BARE_SMALL, small_s)):
+                t = time.perf_counter()
+                got = await client_host.run_trio(bare_fetch, protocol)
+                out.append(time.perf_counter() - t)
+                assert got == size
+            src: list[ObjectSource] = [Libp2pSource(client_host, client, server.peer_id, did)]
+            ex_s.append(await timed_pull(root / "inproc", src, did))
+    return bare_s, small_s, ex_s
+
+
+def sha3_seconds(paths: list[Path]) -> float:
+    """Seconds to SHA3-256 the files' bytes in memory (reading them is not timed)."""
+    total = 0.0
+    for p in paths:
+        buf = p.read_bytes()
         t = time.perf_counter()
-        got = await client_host.run_trio(bare_fetch)
-        bare_s = time.perf_counter() - t
-        assert got == size
-        src: list[ObjectSource] = [Libp2pSource(client_host, client, server.peer_id, did)]
-        ex_s = await timed_pull(root / "inproc", src, did)
-    return bare_s, ex_s
+        hashlib.sha3_256(buf).digest()
+        total += time.perf_counter() - t
+        del buf
+    return total
+
+
+def loadavg() -> str:
+    try:
+        return " ".join(f"{x:.2f}" for x in os.getloadavg())
+    except OSError:
+        return "n/a"
 
 
 async def transfers(args: argparse.Namespace, root: Path) -> None:
@@ -195,61 +236,83 @@ async def transfers(args: argparse.Namespace, root: Path) -> None:
     did = state.dataset_id
     total = state.data_size
 
-    # 1. hashing ceiling
-    data_dir = ds.layout.data_dir
-    sha_s = 0.0
-    for p in sorted(data_dir.iterdir()):
-        buf = p.read_bytes()
-        t = time.perf_counter()
-        hashlib.sha3_256(buf).digest()
-        sha_s += time.perf_counter() - t
-        del buf
+    load_before = loadavg()
+    data_files = sorted(ds.layout.data_dir.iterdir())
+    runs = max(1, args.runs)
+    times: dict[str, list[float]] = {}
 
-    # 2./3. from node subprocesses
+    def record(name: str, seconds: float) -> None:
+        times.setdefault(name, []).append(seconds)
+
+    # 1.-3. from node subprocesses, each run next to its own sha3 baseline
     roots = [owner_root]
     for i in (2, 3):
         r = root / f"replica{i}"
         copy_replica(owner_root, r)
         roots.append(r)
-    nodes = [NodeProc(r, config(root / f"n{i}.yaml")) for i, r in enumerate(roots)]
-    results: dict[str, float] = {}
+    # The nodes' default head watcher period: nothing is committed during transfers.
+    nodes = [
+        NodeProc(r, config(root / f"n{i}.yaml", head_poll_interval_s=1.0))
+        for i, r in enumerate(roots)
+    ]
     try:
         infos = [n.wait() for n in nodes]
-        async with aiohttp.ClientSession() as session:
-            for k in (1, 3):
-                srcs: list[ObjectSource] = [
-                    HttpSource(dataset_base_url(i.http_url, "bench"), session) for i in infos[:k]
-                ]
-                results[f"http x{k}"] = await timed_pull(root / f"http{k}", srcs, did)
         client_host = P2PHost()
-        async with client_host:
+        async with aiohttp.ClientSession() as session, client_host:
             client = ExchangeClient(client_host)
             peers = [await client_host.connect(i.addrs[0]) for i in infos]
-            for k in (1, 3):
-                srcs = [Libp2pSource(client_host, client, p, did) for p in peers[:k]]
-                results[f"libp2p x{k}"] = await timed_pull(root / f"p2p{k}", srcs, did)
+            for run in range(runs):
+                print(f"run {run + 1} of {runs} ...", flush=True)
+                record("sha3", sha3_seconds(data_files))
+                for k in (1, 3):
+                    srcs: list[ObjectSource] = [
+                        HttpSource(dataset_base_url(i.http_url, "bench"), session)
+                        for i in infos[:k]
+                    ]
+                    record(f"http x{k}", await timed_pull(root / f"http{k}", srcs, did))
+                for k in (1, 3):
+                    srcs = [Libp2pSource(client_host, client, p, did) for p in peers[:k]]
+                    record(f"libp2p x{k}", await timed_pull(root / f"p2p{k}", srcs, did))
     finally:
         for n in nodes:
             n.stop()
     for r in roots[1:]:
         shutil.rmtree(r)
 
-    # 4. bare stream vs exchange pull, same process
-    bare_s, ex_s = await bare_vs_exchange(ws, did, total, root)
+    # 4. bare stream vs exchange pull, same process, alternating
+    bare_s, small_s, ex_s = await bare_vs_exchange(ws, did, total, root, runs)
+    times["bare py-libp2p stream"] = bare_s
+    times["bare stream, 64K writes"] = small_s
+    times["libp2p pull, same process"] = ex_s
 
-    sha = rate(total, sha_s)
-    print(f"\nverified pull of {total / MIB:.0f} MiB ({slices} objects), TCP loopback")
-    print(f"  sha3-256 in memory          : {sha:8.1f} MiB/s")
-    for name, s in results.items():
-        print(f"  {name:<28}: {rate(total, s):8.1f} MiB/s  ({s:.2f} s)")
-    print(f"  bare py-libp2p stream       : {rate(total, bare_s):8.1f} MiB/s")
-    print(f"  libp2p pull, same process   : {rate(total, ex_s):8.1f} MiB/s")
-    print("ratios")
-    print(f"  HTTP x1 / sha3              : {sha_s / results['http x1']:.2f}  (target >= 0.6)")
-    print(f"  libp2p (same process) / bare: {bare_s / ex_s:.2f}  (target >= 0.8)")
-    print(f"  libp2p x1 (node) / bare     : {bare_s / results['libp2p x1']:.2f}")
-    print(f"  HTTP x3 / HTTP x1           : {results['http x1'] / results['http x3']:.2f}")
-    print(f"  libp2p x3 / libp2p x1       : {results['libp2p x1'] / results['libp2p x3']:.2f}")
+    def best(name: str) -> float:
+        return min(times[name])
+
+    def med(name: str) -> float:
+        return statistics.median(times[name])
+
+    def ratio(base: str, name: str) -> str:
+        # A ratio of rates: baseline seconds over measured seconds.
+        return f"{best(base) / best(name):.2f} best, {med(base) / med(name):.2f} median"
+
+    print(f"\nverified pull of {total / MIB:.0f} MiB ({slices} objects), TCP loopback, {runs} runs")
+    print(f"load average before / after: {load_before} / {loadavg()}")
+    print(f"  {'MiB/s':<28}  {'best':>8} {'median':>8}   runs")
+    for name, secs in times.items():
+        runs_txt = ", ".join(f"{rate(total, x):.0f}" for x in secs)
+        print(
+            f"  {name:<28}: {rate(total, best(name)):8.1f} {rate(total, med(name)):8.1f}"
+            f"   [{runs_txt}]"
+        )
+    print("ratios (best/best, median/median)")
+    print(f"  HTTP x1 / sha3              : {ratio('sha3', 'http x1')}  (target >= 0.6)")
+    print(f"  HTTP x3 / sha3              : {ratio('sha3', 'http x3')}")
+    bare, inproc = "bare py-libp2p stream", "libp2p pull, same process"
+    print(f"  libp2p (same process) / bare: {ratio(bare, inproc)}  (target >= 0.8)")
+    print(f"  same, / bare with 64K writes: {ratio('bare stream, 64K writes', inproc)}")
+    print(f"  libp2p x1 (node) / bare     : {ratio(bare, 'libp2p x1')}")
+    print(f"  HTTP x3 / HTTP x1           : {ratio('http x1', 'http x3')}")
+    print(f"  libp2p x3 / libp2p x1       : {ratio('libp2p x1', 'libp2p x3')}")
 
 
 def propagation(args: argparse.Namespace, root: Path) -> None:
@@ -318,6 +381,7 @@ def main() -> None:
     """Parse arguments and run the benchmarks."""
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--mb", type=int, default=1024, help="dataset size in MiB (default 1024)")
+    p.add_argument("--runs", type=int, default=3, help="runs of each transfer (default 3)")
     p.add_argument("--nodes", type=int, default=10, help="nodes for propagation (default 10)")
     p.add_argument("--slice-mb", type=int, default=16, help="propagated slice size (MiB)")
     p.add_argument("--skip-transfers", action="store_true")

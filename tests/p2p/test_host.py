@@ -196,3 +196,51 @@ def test_identity_accepts_64_byte_go_form(tmp_path: Path) -> None:
     path.write_bytes(bad.SerializeToString())
     with pytest.raises(IdentityError, match="does not match"):
         load_identity(path)
+
+
+async def _until(predicate: object, timeout_s: float = 20.0) -> bool:
+    # Bounded polling: the condition depends on background dials and heartbeats.
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout_s
+    while loop.time() < deadline:
+        if predicate():  # type: ignore[operator]
+            return True
+        await asyncio.sleep(0.05)
+    return False
+
+
+async def test_bootstrap_peers_are_dialled_after_gossip_runs() -> None:
+    # py-libp2p 0.8.1 crashed a host started with bootstrap peers (its pubsub notifee
+    # ran before the pubsub service): the adapter dials them once gossipsub runs.
+    topic = "odf/test-bootstrap"
+    got: asyncio.Queue[bytes] = asyncio.Queue()
+
+    async def on_message(msg: object) -> None:
+        await got.put(msg.data)  # type: ignore[attr-defined]
+
+    async with P2PHost() as a:
+        await a.subscribe(topic, on_message)
+        b = P2PHost(HostConfig(bootstrap=(a.addrs[0],)))
+        async with b:
+            assert b.running
+            assert await _until(lambda: a.peer_id in b.peers())
+            await b.subscribe(topic, on_message)
+            assert await _until(lambda: a.peer_id in b.mesh_peers(topic))
+            await b.publish(topic, b"over the bootstrap connection")
+            assert await asyncio.wait_for(got.get(), 20) == b"over the bootstrap connection"
+
+
+async def test_unreachable_or_invalid_bootstrap_peers_do_not_stop_the_host() -> None:
+    async with P2PHost() as gone:
+        dead_addr = gone.addrs[0]  # a real peer id whose host is stopped below
+    cfg = HostConfig(
+        bootstrap=(dead_addr, "/ip4/127.0.0.1/tcp/1/p2p/not-a-peer-id", "garbage"),
+        bootstrap_attempts=2,
+        bootstrap_retry_delay_s=0.05,
+        connect_timeout_s=2.0,
+    )
+    async with P2PHost(cfg) as h, P2PHost() as other:
+        assert h.running
+        await asyncio.sleep(0.3)  # let the failing dials and their retry run
+        assert h.running and h.peers() == []
+        assert await h.connect(other.addrs[0]) == other.peer_id  # still fully usable

@@ -332,3 +332,46 @@ def test_batched_blocks_are_verified_in_order(pair: tuple[Workspace, Workspace, 
     expected = [raw for _h, raw, _b in ds.iter_blocks()]
     assert raws == expected  # newest first, down to the Seed
     assert block_hash(raws[0]) == ds.head()
+
+
+class _CountingSource(HttpSource):
+    """An HttpSource that records how many objects it downloads at once."""
+
+    def __init__(self, *args: Any, parallel_objects: int, **kw: Any) -> None:
+        super().__init__(*args, **kw)
+        self.parallel_objects = parallel_objects
+        self.in_flight = 0
+        self.most = 0
+        self.served = 0
+
+    async def get_object(self, *args: Any, **kw: Any) -> bytes | None:
+        self.in_flight += 1
+        self.most = max(self.most, self.in_flight)
+        try:
+            await asyncio.sleep(0.02)  # keep it in flight while the others are scheduled
+            return await super().get_object(*args, **kw)
+        finally:
+            self.in_flight -= 1
+            self.served += 1
+
+
+def test_objects_split_across_sources_within_their_parallelism(tmp_path: Path) -> None:
+    src = new_workspace(tmp_path / "a")
+    dst = new_workspace(tmp_path / "b")
+    make_dataset(src, "prices", tmp_path / "files", 6, checkpoints=True)
+
+    async def go() -> tuple[PullResult, list[_CountingSource]]:
+        async with serve_workspace(src) as url, aiohttp.ClientSession() as session:
+            base = dataset_base_url(url, "prices")
+            sources = [_CountingSource(base, session, parallel_objects=1) for _ in range(2)]
+            record = await sources[0].get_head_record()
+            result = await pull_dataset(
+                dst, sources, alias="prices", head_record=record, objects_per_source=4
+            )
+            return result, sources
+
+    result, sources = run(go())
+    assert result.objects_fetched == 12  # 6 slices + 6 checkpoints
+    assert all(s.most == 1 for s in sources)  # never more than a source asked for
+    assert all(s.served >= 3 for s in sources)  # both sources did a share of the work
+    assert objects_of(dst, "prices") == objects_of(src, "prices")
