@@ -125,9 +125,19 @@ def cmd_pull(args: argparse.Namespace) -> int:
                     no_progress=args.no_progress,
                 )
                 rc = ingest.cmd_pull(ns)
+            _warn_if_disputed(ws, ref)
         if rc != EXIT_OK:
             code = rc
     return code
+
+
+def _warn_if_disputed(ws: Workspace, ref: str) -> None:
+    """Warn (never fail) when validators found the dataset's data does not reproduce."""
+    from node.disputes import disputed_warning
+
+    warning = disputed_warning(ws, ref)
+    if warning:
+        sys.stderr.write(f"odf: warning: {warning}\n")
 
 
 def _pull_network(args: argparse.Namespace, ws: Workspace, ref: str) -> int:
