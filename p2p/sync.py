@@ -35,10 +35,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import fcntl
 import hashlib
 import os
 import shutil
-from collections.abc import Callable, Sequence
+import time
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final, Literal, Protocol
@@ -547,65 +549,106 @@ async def pull_dataset(
     result = PullResult(did, local_alias, old_head, final_state.head, penalties=penalties)
     result.blocks_fetched = len(new_blocks)
 
-    staging: Path | None = None
-    if local_ds is None:
-        staging = ws.root / "staging" / f"{STAGING_PREFIX}{did.as_multibase()}"
-        target_ds = await asyncio.to_thread(open_staging, staging)
-    else:
-        target_ds = local_ds
-    layout = target_ds.layout
-
-    jobs: dict[tuple[str, Multihash], _ObjectJob] = {}
-    for _h, _raw, block in new_blocks:
-        for job in _new_objects(block):
-            jobs.setdefault((job.kind, job.hash), job)
-    todo = []
-    for job in jobs.values():
-        if _present(_store(layout, job.kind), job):
-            result.objects_present += 1
+    lock_path = ws.root / "staging" / f"{STAGING_PREFIX}{did.as_multibase()}.lock"
+    async with _staging_lock(lock_path) if local_ds is None else contextlib.nullcontext():
+        if local_ds is None and await asyncio.to_thread(_has_head, ws, did, final_state.head):
+            # Another pull of the same dataset (e.g. the node resuming a half-pulled
+            # clone) installed it while we waited for the lock: nothing left to do.
+            result.dropped = list(sources.dropped)
+            return result
+        staging: Path | None = None
+        if local_ds is None:
+            staging = ws.root / "staging" / f"{STAGING_PREFIX}{did.as_multibase()}"
+            target_ds = await asyncio.to_thread(open_staging, staging)
         else:
-            todo.append(job)
-    say(f"fetching {len(todo)} object(s) ({sum(j.size for j in todo)} bytes)")
-    if todo:
-        for kind in ("data", "checkpoint"):
-            ensure_dir(_store(layout, kind).root)
-        limit = asyncio.Semaphore(sources.total_capacity())
-        # Largest first: the long transfers start early and small ones fill the gaps.
-        todo.sort(key=lambda j: j.size, reverse=True)
+            target_ds = local_ds
+        layout = target_ds.layout
 
-        async def run(job: _ObjectJob) -> None:
-            async with limit:
-                await _fetch_object(job, sources, _store(layout, job.kind), result)
+        jobs: dict[tuple[str, Multihash], _ObjectJob] = {}
+        for _h, _raw, block in new_blocks:
+            for job in _new_objects(block):
+                jobs.setdefault((job.kind, job.hash), job)
+        todo = []
+        for job in jobs.values():
+            if _present(_store(layout, job.kind), job):
+                result.objects_present += 1
+            else:
+                todo.append(job)
+        say(f"fetching {len(todo)} object(s) ({sum(j.size for j in todo)} bytes)")
+        if todo:
+            for kind in ("data", "checkpoint"):
+                ensure_dir(_store(layout, kind).root)
+            limit = asyncio.Semaphore(sources.total_capacity())
+            # Largest first: the long transfers start early and small ones fill the gaps.
+            todo.sort(key=lambda j: j.size, reverse=True)
 
-        try:
-            async with asyncio.TaskGroup() as tg:
-                for job in todo:
-                    tg.create_task(run(job))
-        except BaseExceptionGroup as group:
-            raise first_error(group) from None
+            async def run(job: _ObjectJob) -> None:
+                async with limit:
+                    await _fetch_object(job, sources, _store(layout, job.kind), result)
 
-    if head_record is not None and not resuming:
-        new_hashes = {h for h, _raw, _b in new_blocks}
-        store.accept(
-            head_record,
-            expected_dataset_id=did,
-            is_descendant=lambda old, _new: _chain_contains(local_ds, new_hashes, old),
-        )
-    result.head_record = head_record
-    raws = [raw for _h, raw, _b in new_blocks]
-    if staging is None:
-        await asyncio.to_thread(target_ds.append_blocks_bytes, raws)
-    else:
-        try:
-            await asyncio.to_thread(install_dataset, ws, target_ds, staging, raws, local_alias, did)
-        except DatasetExists:
-            # Another pull of the same dataset (e.g. the node's resume of a half-pulled
-            # clone) finished first; fine if it reached the same verified head.
-            if not await asyncio.to_thread(_has_head, ws, did, final_state.head):
-                raise
+            try:
+                async with asyncio.TaskGroup() as tg:
+                    for job in todo:
+                        tg.create_task(run(job))
+            except BaseExceptionGroup as group:
+                raise first_error(group) from None
+
+        if head_record is not None and not resuming:
+            new_hashes = {h for h, _raw, _b in new_blocks}
+            store.accept(
+                head_record,
+                expected_dataset_id=did,
+                is_descendant=lambda old, _new: _chain_contains(local_ds, new_hashes, old),
+            )
+        result.head_record = head_record
+        raws = [raw for _h, raw, _b in new_blocks]
+        if staging is None:
+            await asyncio.to_thread(target_ds.append_blocks_bytes, raws)
+        else:
+            try:
+                await asyncio.to_thread(
+                    install_dataset, ws, target_ds, staging, raws, local_alias, did
+                )
+            except DatasetExists:
+                # Another pull of the same dataset (e.g. the node's resume of a half-pulled
+                # clone) finished first; fine if it reached the same verified head.
+                if not await asyncio.to_thread(_has_head, ws, did, final_state.head):
+                    raise
     result.dropped = list(sources.dropped)
     say(f"{local_alias}: head {final_state.head} ({result.blocks_fetched} new blocks)")
     return result
+
+
+#: How long a pull waits for another pull of the same new dataset to finish.
+STAGING_LOCK_TIMEOUT_S: Final = 600.0
+_STAGING_LOCK_POLL_S: Final = 0.05
+
+
+@contextlib.asynccontextmanager
+async def _staging_lock(path: Path) -> AsyncIterator[None]:
+    """Exclusive lock of one dataset's staging area across processes (daemon and CLI).
+
+    Two pulls cloning the same dataset would otherwise reset each other's staging
+    directory. `flock` is released by the kernel if the holder dies, so no lock goes stale.
+    """
+    ensure_dir(path.parent)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+    try:
+        deadline = time.monotonic() + STAGING_LOCK_TIMEOUT_S
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    raise TransferError(
+                        f"another pull of this dataset has held {path.name} for "
+                        f"{STAGING_LOCK_TIMEOUT_S:.0f} s"
+                    ) from None
+                await asyncio.sleep(_STAGING_LOCK_POLL_S)
+        yield
+    finally:
+        os.close(fd)
 
 
 def _has_head(ws: Workspace, did: DatasetId, head: Multihash) -> bool:

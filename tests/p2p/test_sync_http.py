@@ -375,3 +375,24 @@ def test_objects_split_across_sources_within_their_parallelism(tmp_path: Path) -
     assert all(s.most == 1 for s in sources)  # never more than a source asked for
     assert all(s.served >= 3 for s in sources)  # both sources did a share of the work
     assert objects_of(dst, "prices") == objects_of(src, "prices")
+
+
+def test_concurrent_clones_of_one_dataset_do_not_clobber_each_other(
+    pair: tuple[Workspace, Workspace, Path],
+) -> None:
+    # E.g. the node resuming a half-pulled clone while `odf pull` clones the same dataset:
+    # both stage into staging/pull-<did>, serialized by a lock on that area.
+    src, dst, _tmp = pair
+
+    async def main() -> list[PullResult]:
+        async with serve_workspace(src) as url:
+            base = dataset_base_url(url, "prices")
+            return list(await asyncio.gather(*(pull_from(dst, [base]) for _ in range(3))))
+
+    results = run(main())
+    assert sum(r.created for r in results) >= 1
+    assert dst.get("prices").head() == src.get("prices").head()
+    assert objects_of(dst, "prices") == objects_of(src, "prices")
+    assert verify_integrity(dst.get("prices")).ok
+    assert not pending_files(dst)
+    assert [e.alias for e in dst.list()] == ["prices"]
