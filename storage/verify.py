@@ -19,7 +19,7 @@ from typing import Final
 
 from fbs.codec import decode_block
 from fbs.errors import FbsError, MalformedBlock
-from fbs.model import AddData, ExecuteTransform, MetadataBlock
+from fbs.model import AddData, ExecuteTransform, MetadataBlock, SetVocab
 from fbs.multiformats import Multihash
 from storage.chain import ChainState, validate_append
 from storage.dataset import Dataset
@@ -57,6 +57,7 @@ class ProblemKind(enum.StrEnum):
     DATA_CORRUPT = "data-corrupt"
     DATA_SIZE = "data-size"
     LOGICAL_HASH = "logical-hash"
+    DATA_OFFSETS = "data-offsets"
     CHECKPOINT_MISSING = "checkpoint-missing"
     CHECKPOINT_CORRUPT = "checkpoint-corrupt"
     CHECKPOINT_SIZE = "checkpoint-size"
@@ -208,6 +209,35 @@ def _logical_hash_of(store: DiskObjectStore, h: Multihash) -> Multihash:
         return logical_hash_parquet(f)
 
 
+def _offsets_problem(
+    store: DiskObjectStore, h: Multihash, column: str, start: int, end: int
+) -> str | None:
+    """Why a slice's offset column is not exactly ``start..end`` in order (None: it is).
+
+    ODF slices are stored ordered by offset with contiguous offsets; the engine relies on
+    it when it reads inputs without sorting them.
+    """
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    with store.open(h) as f:
+        table = pq.read_table(f, columns=[column])
+    col = table.column(column)
+    expected = end - start + 1
+    if len(col) != expected:
+        return f"{len(col)} records, offset interval [{start}, {end}] says {expected}"
+    if col.null_count:
+        return "null offsets"
+    if len(col) == 0:
+        return None
+    if col[0].as_py() != start or col[len(col) - 1].as_py() != end:
+        return f"offsets run {col[0].as_py()}..{col[len(col) - 1].as_py()}, not {start}..{end}"
+    steps = pc.subtract(col.slice(1), col.slice(0, len(col) - 1))
+    if len(steps) and not pc.all(pc.equal(steps, 1)).as_py():
+        return "offsets are not contiguous and ascending (rows out of order)"
+    return None
+
+
 def verify_integrity(
     dataset: Dataset,
     *,
@@ -253,6 +283,14 @@ def verify_integrity(
                 state = None
                 break  # later rules depend on a state we no longer have
     objects = 0
+    offset_column = next(
+        (
+            b.event.offset_column
+            for _h, b in newest_first
+            if isinstance(b.event, SetVocab) and b.event.offset_column
+        ),
+        "offset",
+    )
     if check_objects:
         for h, block in reversed(newest_first):
             event = block.event
@@ -278,17 +316,37 @@ def verify_integrity(
                                 d.physical_hash,
                             )
                         )
-                    else:
-                        if actual != d.logical_hash:
+                        actual = None
+                    if actual is not None:
+                        try:
+                            why = _offsets_problem(
+                                dataset.layout.data,
+                                d.physical_hash,
+                                offset_column,
+                                d.offset_interval.start,
+                                d.offset_interval.end,
+                            )
+                        except (StorageError, OSError, ValueError, KeyError) as e:
+                            why = f"cannot read offsets: {e}"
+                        if why is not None:
                             out.add(
                                 VerifyProblem(
-                                    ProblemKind.LOGICAL_HASH,
-                                    f"data {d.physical_hash} hashes logically to {actual}, "
-                                    f"block says {d.logical_hash}",
+                                    ProblemKind.DATA_OFFSETS,
+                                    f"data {d.physical_hash}: {why}",
                                     *where,
                                     d.physical_hash,
                                 )
                             )
+                    if actual is not None and actual != d.logical_hash:
+                        out.add(
+                            VerifyProblem(
+                                ProblemKind.LOGICAL_HASH,
+                                f"data {d.physical_hash} hashes logically to {actual}, "
+                                f"block says {d.logical_hash}",
+                                *where,
+                                d.physical_hash,
+                            )
+                        )
             if event.new_checkpoint is not None:
                 c = event.new_checkpoint
                 objects += 1

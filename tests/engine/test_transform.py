@@ -435,3 +435,42 @@ def test_custom_vocabulary_and_date_event_time(
     assert out.schema.field("day").type == pa.date32()
     assert out.schema.field("sys").type == TS_MS_UTC
     assert out.column("offset").to_pylist() == [0, 1]
+
+
+def test_many_files_of_different_sizes_keep_offset_order(
+    engine: EngineClient, tmp_path: Path
+) -> None:
+    # Spark orders a multi-file scan's splits by size; inputs are read as an ordered
+    # union of files instead, so the rows reach the query in offset order.
+    sizes = [3, 2000, 1, 700, 40]
+    paths = []
+    start = 0
+    first = None
+    for i, n in enumerate(sizes):
+        t = write_input(
+            tmp_path / f"in{i}",
+            start_offset=start,
+            cities=[f"c{start + j}" for j in range(n)],
+            populations=list(range(start, start + n)),
+        )
+        first = first if first is not None else t
+        paths.append(tmp_path / f"in{i}")
+        start += n
+    assert first is not None
+    write_schema(tmp_path / "schema", first)
+    inp = make_input(
+        seed=b"many",
+        alias="input",
+        paths=paths,
+        schema_file=tmp_path / "schema",
+        interval=(2, start - 1),
+        watermarks_ms=[],
+    )
+    req = make_request(
+        tmp_path / "out", [inp], query="SELECT event_time, city, population FROM input"
+    )
+    res = _success(engine.execute_transform(req))
+    assert res.new_offset_interval == OffsetInterval(start=0, end=start - 3)
+    out = pq.read_table(tmp_path / "out" / "data")
+    assert out.column("population").to_pylist() == list(range(2, start))
+    assert out.column("offset").to_pylist() == list(range(start - 2))

@@ -6,8 +6,12 @@ import os
 from dataclasses import replace
 from pathlib import Path
 
+import pyarrow as pa
+import pyarrow.parquet as pq
+
 from fbs.codec import block_hash, encode_block
-from fbs.model import AddData, MetadataBlock, SetInfo
+from fbs.logical_hash import logical_hash
+from fbs.model import AddData, DataSlice, MetadataBlock, OffsetInterval, SetInfo
 from fbs.multiformats import Multihash
 from storage.dataset import Dataset
 from storage.verify import ProblemKind, verify_integrity
@@ -156,3 +160,39 @@ def test_invalid_head_ref(tmp_path: Path) -> None:
     ds.layout.head_path.write_bytes(b"not a hash\n")
     report = verify_integrity(ds)
     assert [p.kind for p in report.problems] == [ProblemKind.HEAD_INVALID]
+
+
+def _slice_from(table: pa.Table, path: Path, start: int, end: int) -> DataSlice:
+    pq.write_table(table, path)
+    data = path.read_bytes()
+    return DataSlice(
+        logical_hash=logical_hash(table.schema, table),
+        physical_hash=Multihash.sha3_256(data),
+        offset_interval=OffsetInterval(start=start, end=end),
+        size=len(data),
+    )
+
+
+def test_slice_rows_out_of_offset_order_are_reported(tmp_path: Path) -> None:
+    # Hashes are self-consistent, but the rows are not stored in offset order (or skip
+    # an offset): an ODF invariant the engine relies on when it reads inputs unsorted.
+    s0, p0 = write_parquet(tmp_path / "p0", 0, 4)
+    table = pq.read_table(p0)
+    cases = {
+        "shuffled": table.take([1, 0, 2, 3]),
+        "gap": table.set_column(0, "offset", pa.array([0, 1, 2, 4], pa.int64())),
+        "short": table.slice(0, 3),
+    }
+    for name, bad in cases.items():
+        ds = seeded_dataset(tmp_path / name)
+        ds.commit(SCHEMA, expected_head=ds.head())
+        fake = _slice_from(bad, tmp_path / f"{name}.parquet", 0, 3)
+        ds.commit(
+            AddData(new_data=fake), expected_head=ds.head(), data_file=tmp_path / f"{name}.parquet"
+        )
+        kinds = [p.kind for p in verify_integrity(ds).problems]
+        assert kinds == [ProblemKind.DATA_OFFSETS], (name, kinds)
+    ds = seeded_dataset(tmp_path / "good")
+    ds.commit(SCHEMA, expected_head=ds.head())
+    ds.commit(AddData(new_data=s0), expected_head=ds.head(), data_file=p0)
+    assert verify_integrity(ds).ok
