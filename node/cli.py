@@ -31,6 +31,7 @@ from node.cli_util import (
     EXIT_USAGE,
     EXIT_VERIFY_FAILED,
     WORKSPACE_ENV,
+    err,
     open_workspace,
     workspace_dir,
 )
@@ -111,10 +112,6 @@ def exit_code_for(error: BaseException) -> int:
     ):
         return EXIT_INVALID
     return EXIT_INTERNAL
-
-
-def _err(msg: str) -> None:
-    sys.stderr.write(f"odf: error: {msg}\n")
 
 
 # -- commands ---------------------------------------------------------------------------
@@ -524,21 +521,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         code: int = args.func(args)
         return code
     except OdfError as e:
-        _err(str(e))
+        err(str(e))
         return exit_code_for(e)
     except FileNotFoundError as e:
-        _err(f"{e.filename}: no such file")
+        err(f"{e.filename}: no such file")
         return EXIT_NOT_FOUND
     except IsADirectoryError as e:
-        _err(f"{e.filename}: is a directory")
+        err(f"{e.filename}: is a directory")
         return EXIT_USAGE
     except PermissionError as e:
-        _err(f"{e.filename}: permission denied")
+        err(f"{e.filename}: permission denied")
         return EXIT_INTERNAL
     except BrokenPipeError:
         return EXIT_OK
     except KeyboardInterrupt:
-        _err("interrupted")
+        err("interrupted")
         return 130
 
 

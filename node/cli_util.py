@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -20,6 +21,11 @@ EXIT_CONFLICT = 6
 
 #: Environment variable naming the workspace directory (default: search upwards from cwd).
 WORKSPACE_ENV = "ODF_WORKSPACE"
+
+
+def err(msg: str) -> None:
+    """Print ``odf: error: <msg>`` on stderr (the one error line every command prints)."""
+    sys.stderr.write(f"odf: error: {msg}\n")
 
 
 def workspace_dir(args: argparse.Namespace) -> Path | None:

@@ -19,10 +19,9 @@ diverged.
 from __future__ import annotations
 
 import argparse
-import sys
 from typing import TYPE_CHECKING, Any
 
-from node.cli_util import EXIT_INVALID, EXIT_OK, EXIT_VERIFY_FAILED, open_workspace
+from node.cli_util import EXIT_INVALID, EXIT_OK, EXIT_VERIFY_FAILED, err, open_workspace
 from node.trust import TrustReport, verify_with_trust
 
 if TYPE_CHECKING:
@@ -30,10 +29,6 @@ if TYPE_CHECKING:
     from p2p.attestation import Attestation
 
 __all__ = ["TrustReport", "attestation_row", "register", "verify_with_trust"]
-
-
-def _err(msg: str) -> None:
-    sys.stderr.write(f"odf: error: {msg}\n")
 
 
 def attestation_row(a: Attestation) -> dict[str, Any]:
@@ -133,7 +128,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
     try:
         key = load_or_create_validator_key(ws)
     except IdentityError as e:
-        _err(str(e))
+        err(str(e))
         return EXIT_INVALID
     validator = Validator(ws, key)
     code = EXIT_OK

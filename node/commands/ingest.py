@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
-from node.cli_util import EXIT_INVALID, EXIT_NOT_FOUND, EXIT_OK, open_workspace
+from node.cli_util import EXIT_INVALID, EXIT_NOT_FOUND, EXIT_OK, err, open_workspace
 from node.errors import UsageError
 
 if TYPE_CHECKING:
@@ -42,10 +42,6 @@ def _timestamp(text: str) -> Timestamp:
         raise argparse.ArgumentTypeError(f"not an RFC 3339 time: {text!r} ({e})") from None
 
 
-def _err(msg: str) -> None:
-    sys.stderr.write(f"odf: error: {msg}\n")
-
-
 def _guard(fn: Any) -> Any:
     """Map ingest errors to exit codes (node.cli maps the storage/fbs ones)."""
 
@@ -56,10 +52,10 @@ def _guard(fn: Any) -> Any:
             code: int = fn(args)
             return code
         except SourceNotFound as e:
-            _err(str(e))
+            err(str(e))
             return EXIT_NOT_FOUND
         except IngestError as e:
-            _err(str(e))
+            err(str(e))
             return EXIT_INVALID
 
     return run

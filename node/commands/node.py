@@ -22,7 +22,7 @@ import json
 import sys
 from typing import TYPE_CHECKING, Any
 
-from node.cli_util import EXIT_NOT_FOUND, EXIT_OK, EXIT_USAGE, open_workspace
+from node.cli_util import EXIT_NOT_FOUND, EXIT_OK, EXIT_USAGE, err, open_workspace
 
 if TYPE_CHECKING:
     from node.daemon import RunInfo
@@ -33,10 +33,6 @@ __all__ = ["register"]
 
 #: Timeout of requests to the running node (seconds).
 API_TIMEOUT_S = 30.0
-
-
-def _err(msg: str) -> None:
-    sys.stderr.write(f"odf: error: {msg}\n")
 
 
 def _config(args: argparse.Namespace) -> NodeConfig:
@@ -192,7 +188,7 @@ def cmd_peers(args: argparse.Namespace) -> int:
     ws = open_workspace(args)
     info = _running(ws)
     if info is None:
-        _err("no node is running for this workspace")
+        err("no node is running for this workspace")
         return EXIT_NOT_FOUND
     rows = _api(info, "/api/peers")
     if args.json:
@@ -223,7 +219,7 @@ def cmd_follow(args: argparse.Namespace) -> int:
         print(f"Following {doc['followed']} on the running node ({info.http_url})")
         return EXIT_OK
     if info is not None:
-        _err("a node already runs for this workspace; drop --foreground")
+        err("a node already runs for this workspace; drop --foreground")
         return EXIT_USAGE
     from pathlib import Path
 
@@ -245,7 +241,7 @@ def cmd_unfollow(args: argparse.Namespace) -> int:
     ws = open_workspace(args)
     info = _running(ws)
     if info is None:
-        _err("no node is running for this workspace")
+        err("no node is running for this workspace")
         return EXIT_NOT_FOUND
     doc = _api(info, "/api/follow", {"dataset": args.dataset}, method="DELETE")
     print("Stopped following" if doc.get("removed") else "Was not followed", args.dataset)

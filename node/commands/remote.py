@@ -19,13 +19,9 @@ import sys
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
-from node.cli_util import EXIT_CONFLICT, EXIT_INVALID, EXIT_NOT_FOUND, EXIT_OK, open_workspace
+from node.cli_util import EXIT_CONFLICT, EXIT_INVALID, EXIT_NOT_FOUND, EXIT_OK, err, open_workspace
 
 __all__ = ["default_alias_for_url", "register"]
-
-
-def _err(msg: str) -> None:
-    sys.stderr.write(f"odf: error: {msg}\n")
 
 
 def _guard(fn: Any) -> Any:
@@ -45,16 +41,16 @@ def _guard(fn: Any) -> Any:
             code: int = fn(args)
             return code
         except (NotDescendant, Equivocation) as e:
-            _err(str(e))
+            err(str(e))
             return EXIT_CONFLICT
         except StaleHead as e:
-            _err(f"nothing newer to fetch: {e}")
+            err(f"nothing newer to fetch: {e}")
             return EXIT_CONFLICT
         except (PeerUnavailable, TransferError) as e:
-            _err(str(e))
+            err(str(e))
             return EXIT_NOT_FOUND
         except P2PError as e:
-            _err(str(e))
+            err(str(e))
             return EXIT_INVALID
 
     return run
