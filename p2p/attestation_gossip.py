@@ -21,13 +21,12 @@ relays it: unlike head records, the origin of an attestation tells nothing usefu
 
 from __future__ import annotations
 
-import logging
-from collections import OrderedDict
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Hashable
 from typing import Any, Final
 
 from p2p.attestation import MAX_ATTESTATION_BYTES, Attestation
 from p2p.errors import InvalidAttestation
+from p2p.gossip import SignedGossip
 from p2p.host import GossipMessage, P2PHost
 
 __all__ = [
@@ -36,8 +35,6 @@ __all__ = [
     "AttestationGossip",
     "AttestationHandler",
 ]
-
-log = logging.getLogger(__name__)
 
 #: The gossipsub topic of attestations.
 ATTESTATIONS_TOPIC: Final = "/odf/attestations/1.0.0"
@@ -48,7 +45,7 @@ AttestationHandler = Callable[[Attestation, str], Coroutine[Any, Any, None]]
 """asyncio coroutine function called as ``on_attestation(attestation, origin_peer_id)``."""
 
 
-class AttestationGossip:
+class AttestationGossip(SignedGossip[Attestation]):
     """Publishes and receives attestations on `ATTESTATIONS_TOPIC`.
 
     Args:
@@ -59,6 +56,10 @@ class AttestationGossip:
         topic: the topic (tests may isolate themselves with another one).
     """
 
+    max_bytes = MAX_ATTESTATION_BYTES
+    max_seen = MAX_SEEN_ATTESTATIONS
+    invalid = InvalidAttestation
+
     def __init__(
         self,
         host: P2PHost,
@@ -67,49 +68,15 @@ class AttestationGossip:
         is_relevant: Callable[[Attestation], bool] | None = None,
         topic: str = ATTESTATIONS_TOPIC,
     ) -> None:
-        self.host = host
-        self.topic = topic
-        self._on_attestation = on_attestation
-        self.is_relevant = is_relevant
-        self._seen: OrderedDict[bytes, None] = OrderedDict()
-        self.rejected = 0
-        self.duplicates = 0
+        super().__init__(host, on_attestation, forward_if=is_relevant, topic=topic)
 
-    async def start(self) -> None:
-        """Subscribe to the topic (with the validator).
+    def parse(self, data: bytes) -> Attestation:
+        """Parse and verify an attestation."""
+        return Attestation.from_json(data)
 
-        Raises:
-            HostNotRunning: the host is not running.
-        """
-        await self.host.subscribe(self.topic, self._deliver, validator=self._validate)
-
-    def _validate(self, msg: GossipMessage) -> bool:
-        # Runs in the trio thread, for received *and* own messages.
-        if len(msg.data) > MAX_ATTESTATION_BYTES:
-            self.rejected += 1
-            return False
-        try:
-            attestation = Attestation.from_json(msg.data)
-        except InvalidAttestation as e:
-            log.info("dropping invalid attestation from %s: %s", msg.origin, e)
-            self.rejected += 1
-            return False
-        return self.is_relevant is None or msg.from_self or self.is_relevant(attestation)
-
-    async def _deliver(self, msg: GossipMessage) -> None:
-        try:
-            attestation = Attestation.from_json(msg.data)  # again: cheap, and safe
-        except InvalidAttestation:
-            self.rejected += 1
-            return
-        key = bytes.fromhex(attestation.digest)
-        if key in self._seen:
-            self.duplicates += 1
-            return
-        self._seen[key] = None
-        while len(self._seen) > MAX_SEEN_ATTESTATIONS:
-            self._seen.popitem(last=False)
-        await self._on_attestation(attestation, msg.origin)
+    def dedup_key(self, item: Attestation, msg: GossipMessage) -> Hashable:
+        """The attestation's digest, whoever relays it."""
+        return bytes.fromhex(item.digest)
 
     async def publish(self, attestation: Attestation) -> None:
         """Publish ``attestation`` on the topic.

@@ -32,8 +32,8 @@ from __future__ import annotations
 import hashlib
 import logging
 from collections import OrderedDict
-from collections.abc import Callable, Coroutine
-from typing import Any, Final
+from collections.abc import Callable, Coroutine, Hashable
+from typing import Any, Final, Generic, TypeVar
 
 from p2p.errors import InvalidHeadRecord
 from p2p.head_record import MAX_HEAD_RECORD_BYTES, HeadRecord
@@ -44,6 +44,7 @@ __all__ = [
     "MAX_SEEN_RECORDS",
     "HeadGossip",
     "RecordHandler",
+    "SignedGossip",
 ]
 
 log = logging.getLogger(__name__)
@@ -53,36 +54,58 @@ HEADS_TOPIC: Final = "/odf/heads/1.0.0"
 #: ``(record, origin)`` pairs remembered for duplicate suppression.
 MAX_SEEN_RECORDS: Final = 4096
 
+_T = TypeVar("_T")
+
 RecordHandler = Callable[[HeadRecord, str], Coroutine[Any, Any, None]]
 """asyncio coroutine function called as ``on_record(record, origin_peer_id)``."""
 
 
-class HeadGossip:
-    """Announces and receives signed head records on `HEADS_TOPIC`.
+class SignedGossip(Generic[_T]):
+    """One gossipsub topic carrying self-verifying signed records of type ``_T``.
+
+    The shared mechanics of head and attestation gossip: a size cap and a full parse +
+    signature check in gossipsub's validator (so bad messages are neither delivered nor
+    forwarded), an optional forwarding predicate, bounded duplicate suppression, and
+    delivery on the asyncio loop. Subclasses say how to parse, verify and key a record.
 
     Args:
         host: the libp2p host (started before `start`).
-        on_record: called for each new valid record (see the module docstring).
-        is_fresh: optional predicate, run in the host's trio thread, that rejects
+        on_item: called as ``on_item(item, origin)`` for each new valid record.
+        forward_if: optional predicate, run in the host's trio thread, that rejects
             records not worth forwarding (must be thread-safe and quick).
-        topic: the topic (tests may isolate themselves with another one).
+        topic: the topic.
     """
+
+    #: Largest message accepted (bytes).
+    max_bytes: int
+    #: Dedup keys remembered.
+    max_seen: int
+    #: What a record that fails to parse or verify raises.
+    invalid: type[Exception]
 
     def __init__(
         self,
         host: P2PHost,
-        on_record: RecordHandler,
+        on_item: Callable[[_T, str], Coroutine[Any, Any, None]],
         *,
-        is_fresh: Callable[[HeadRecord], bool] | None = None,
-        topic: str = HEADS_TOPIC,
+        forward_if: Callable[[_T], bool] | None,
+        topic: str,
     ) -> None:
         self.host = host
         self.topic = topic
-        self._on_record = on_record
-        self.is_fresh = is_fresh
-        self._seen: OrderedDict[tuple[bytes, str], None] = OrderedDict()
+        self._on_item = on_item
+        self._forward_if = forward_if
+        self._seen: OrderedDict[Hashable, None] = OrderedDict()
         self.rejected = 0
         self.duplicates = 0
+
+    def parse(self, data: bytes) -> _T:
+        """Parse and verify one message (raises `invalid`)."""
+        raise NotImplementedError
+
+    def dedup_key(self, item: _T, msg: GossipMessage) -> Hashable:
+        """What makes a delivery a repeat."""
+        raise NotImplementedError
 
     async def start(self) -> None:
         """Subscribe to the topic (with the validator).
@@ -94,34 +117,77 @@ class HeadGossip:
 
     def _validate(self, msg: GossipMessage) -> bool:
         # Runs in the trio thread, for received *and* own messages.
-        if len(msg.data) > MAX_HEAD_RECORD_BYTES:
+        if len(msg.data) > self.max_bytes:
             self.rejected += 1
             return False
         try:
-            record = HeadRecord.from_json(msg.data)
-        except InvalidHeadRecord as e:
-            log.info("dropping invalid head record from %s: %s", msg.origin, e)
+            item = self.parse(msg.data)
+        except self.invalid as e:
+            log.info("dropping invalid message on %s from %s: %s", self.topic, msg.origin, e)
             self.rejected += 1
             return False
-        # Our own announcements are always sent; others only if worth forwarding.
-        return self.is_fresh is None or msg.from_self or self.is_fresh(record)
+        # Our own messages are always sent; others only if worth forwarding.
+        return self._forward_if is None or msg.from_self or self._forward_if(item)
 
     async def _deliver(self, msg: GossipMessage) -> None:
         try:
             # The validator checked it already; parsing again keeps this path safe even
             # if a validator was bypassed (and costs one ed25519 verify).
-            record = HeadRecord.from_json(msg.data)
-        except InvalidHeadRecord:
+            item = self.parse(msg.data)
+        except self.invalid:
             self.rejected += 1
             return
-        key = (hashlib.sha256(msg.data).digest(), msg.origin)
+        key = self.dedup_key(item, msg)
         if key in self._seen:
             self.duplicates += 1
             return
         self._seen[key] = None
-        while len(self._seen) > MAX_SEEN_RECORDS:
+        while len(self._seen) > self.max_seen:
             self._seen.popitem(last=False)
-        await self._on_record(record, msg.origin)
+        await self._on_item(item, msg.origin)
+
+
+class HeadGossip(SignedGossip[HeadRecord]):
+    """Announces and receives signed head records on `HEADS_TOPIC`.
+
+    Args:
+        host: the libp2p host (started before `start`).
+        on_record: called for each new valid record (see the module docstring).
+        is_fresh: optional predicate, run in the host's trio thread, that rejects
+            records not worth forwarding (must be thread-safe and quick).
+        topic: the topic (tests may isolate themselves with another one).
+    """
+
+    max_bytes = MAX_HEAD_RECORD_BYTES
+    max_seen = MAX_SEEN_RECORDS
+    invalid = InvalidHeadRecord
+
+    def __init__(
+        self,
+        host: P2PHost,
+        on_record: RecordHandler,
+        *,
+        is_fresh: Callable[[HeadRecord], bool] | None = None,
+        topic: str = HEADS_TOPIC,
+    ) -> None:
+        super().__init__(host, on_record, forward_if=is_fresh, topic=topic)
+
+    @property
+    def is_fresh(self) -> Callable[[HeadRecord], bool] | None:
+        """The forwarding predicate (assignable)."""
+        return self._forward_if
+
+    @is_fresh.setter
+    def is_fresh(self, value: Callable[[HeadRecord], bool] | None) -> None:
+        self._forward_if = value
+
+    def parse(self, data: bytes) -> HeadRecord:
+        """Parse and verify a head record."""
+        return HeadRecord.from_json(data)
+
+    def dedup_key(self, item: HeadRecord, msg: GossipMessage) -> Hashable:
+        """Same bytes from the same origin (a re-announcement elsewhere is news)."""
+        return (hashlib.sha256(msg.data).digest(), msg.origin)
 
     async def announce(self, record: HeadRecord) -> None:
         """Publish ``record`` (signed by the dataset key) on the topic.
