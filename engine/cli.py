@@ -12,7 +12,7 @@ import sys
 from collections.abc import Sequence
 from typing import Final
 
-from engine.errors import EngineError
+from engine.errors import EngineConfigError, EngineError
 from engine.server import DEFAULT_HOST, DEFAULT_MAX_CONCURRENT, DEFAULT_PORT, run_engine
 from engine.spark import DEFAULT_DRIVER_MEMORY, DEFAULT_MASTER
 
@@ -42,9 +42,23 @@ def build_parser() -> argparse.ArgumentParser:
         default=DEFAULT_MAX_CONCURRENT,
         help="requests running Spark jobs at once (%(default)s)",
     )
+    ap.add_argument(
+        "--conf",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="extra spark.* setting (repeatable), e.g. spark.sql.files.maxPartitionBytes=64m",
+    )
     ap.add_argument("--no-warmup", action="store_true", help="skip the start-up warm-up")
     ap.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
     return ap
+
+
+def _key_value(item: str) -> tuple[str, str]:
+    key, sep, value = item.partition("=")
+    if not sep:
+        raise EngineConfigError(f"--conf needs KEY=VALUE, got {item!r}")
+    return key.strip(), value.strip()
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -58,7 +72,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     try:
-        settings = SparkSettings(master=args.master, driver_memory=args.driver_memory)
+        settings = SparkSettings(
+            master=args.master,
+            driver_memory=args.driver_memory,
+            extra_conf=tuple(_key_value(item) for item in args.conf),
+        )
         run_engine(
             args.host,
             args.port,

@@ -16,6 +16,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from types import TracebackType
 from typing import IO, Final
@@ -139,11 +140,14 @@ def start_engine_process(
     master: str | None = None,
     driver_memory: str | None = None,
     warmup: bool = True,
+    extra_conf: Mapping[str, str] | None = None,
     startup_timeout: float = DEFAULT_STARTUP_TIMEOUT,
     log_path: str | os.PathLike[str] | None = None,
     python: str = sys.executable,
 ) -> EngineProcess:
     """Start ``python -m engine`` on ``host:port`` (0 = a free port) and wait until ready.
+
+    ``extra_conf`` holds further ``spark.*`` settings of the engine's session.
 
     Raises:
         EngineUnavailable: if the engine exits while starting (the error holds its log tail).
@@ -157,6 +161,8 @@ def start_engine_process(
         args += ["--driver-memory", driver_memory]
     if not warmup:
         args.append("--no-warmup")
+    for key, value in (extra_conf or {}).items():
+        args += ["--conf", f"{key}={value}"]
     if log_path is None:
         fd, name = tempfile.mkstemp(prefix="odf-engine-", suffix=".log")
         os.close(fd)

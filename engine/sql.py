@@ -3,8 +3,8 @@
 - `query_steps`: the SQL steps of a `TransformSql` (``query`` or ``queries``), checked;
 - `register_view` / `run_steps`: temp views named exactly as the aliases (backtick-quoted,
   so aliases such as ``com.example.trades`` stay single identifiers);
-- `write_single_parquet`: Spark writes a folder of part files; we write into a temp folder
-  next to the target and move the single part file into place;
+- `write_single_parquet`: Spark writes a folder of part files (in parallel) into a temp
+  folder next to the target; `engine.parquet_merge` joins them into the one output file;
 - `is_query_error`: which Spark exceptions are the user's query's fault.
 """
 
@@ -13,15 +13,18 @@ from __future__ import annotations
 import os
 import shutil
 import uuid
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
 from engine.errors import EngineInternalError, InvalidQuery
+from engine.parquet_merge import SequenceColumn, merge_parts, part_files
 from engine.spark import ENGINE_NAME
 from fbs.model.source import SqlQueryStep, TransformSql
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.types import StructType
 
 __all__ = [
     "MAX_QUERY_CHARS",
@@ -121,25 +124,46 @@ def spark_message(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"
 
 
-def write_single_parquet(df: DataFrame, target: str | os.PathLike[str]) -> None:
-    """Write ``df`` as exactly one snappy Parquet file at ``target`` (replaced atomically).
+def write_single_parquet(
+    df: DataFrame,
+    target: str | os.PathLike[str],
+    columns: Sequence[SequenceColumn | int] | None = None,
+    *,
+    spark_schema: StructType | None = None,
+) -> int:
+    """Write ``df`` as exactly one Parquet file at ``target`` (replaced atomically).
+
+    Spark writes one snappy part file per partition, on all cores; `merge_parts` joins
+    them in partition order (the order ``coalesce(1)`` gives) without re-encoding.
+
+    Args:
+        df: the rows to write.
+        target: the output file.
+        columns: output columns (see `merge_parts`); default: ``df``'s columns as they are.
+        spark_schema: Spark schema of the output when ``columns`` adds columns.
+
+    Returns:
+        The number of rows written.
 
     Raises:
-        EngineInternalError: if Spark did not produce exactly one part file, or moving it
-            into place fails.
+        EngineInternalError: if the parts cannot be merged or moved into place.
     """
     target_path = Path(target)
     target_path.parent.mkdir(parents=True, exist_ok=True)
     tmp_dir = target_path.parent / f".odf-engine-{uuid.uuid4().hex}"
     try:
-        df.coalesce(1).write.mode("errorifexists").option("compression", "snappy").parquet(
-            str(tmp_dir)
+        df.write.mode("errorifexists").option("compression", "snappy").parquet(str(tmp_dir))
+        merged = tmp_dir / "merged.parquet"
+        rows = merge_parts(
+            df.sparkSession,
+            part_files(tmp_dir),
+            merged,
+            list(range(len(df.columns))) if columns is None else columns,
+            spark_schema_json=None if spark_schema is None else spark_schema.json(),
         )
-        parts = sorted(p for p in tmp_dir.iterdir() if p.name.startswith("part-"))
-        if len(parts) != 1:
-            raise EngineInternalError(f"Spark wrote {len(parts)} part files, expected 1")
-        os.replace(parts[0], target_path)
+        os.replace(merged, target_path)
+        return rows
     except OSError as e:
-        raise EngineInternalError(f"cannot move the output into {target}: {e}") from None
+        raise EngineInternalError(f"cannot write the output {target}: {e}") from None
     finally:
         shutil.rmtree(tmp_dir, ignore_errors=True)

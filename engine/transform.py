@@ -3,9 +3,8 @@
 Steps (odf-format.md §5.4):
 
 1. Inputs: each input's Parquet files (read with the schema of its ``schema_file``) are
-   filtered to ``offset in [start, end]`` (empty when the request has no interval or no
-   files), coalesced to one partition, ordered by offset and registered as a temp view
-   named by ``query_alias``.
+   limited to ``offset in [start, end]`` (empty when the request has no interval or no
+   files) and registered as a temp view named by ``query_alias``, in offset order.
 2. The SQL steps run in order; aliased steps become views; the last step is the output.
 3. Output checks: an event-time column of type TIMESTAMP or DATE is required; columns
    named like the offset / system-time columns are refused; an ``op`` column must be INT
@@ -13,12 +12,32 @@ Steps (odf-format.md §5.4):
 4. ``offset`` = ``next_offset`` + the row's position (row order = the output order of the
    query), ``system_time`` = the request's time; columns ordered offset, op, system_time,
    then the query's columns.
-5. One snappy Parquet file is written at ``new_data_path`` (also when empty: the
-   coordinator then takes only its schema); timestamps are UTC milliseconds.
+5. One Parquet file is written at ``new_data_path`` (also when empty: the coordinator
+   then takes only its schema); timestamps are UTC milliseconds.
 6. Watermarks: per input the latest explicit watermark, else the one stored in the
    previous checkpoint; the output watermark is the minimum over inputs, and absent when
    some input has none (kamu's engine fails in that case instead). The per-input values
    form the new checkpoint (`engine.checkpoint`), written only when there is at least one.
+
+How it runs in parallel and still gives kamu's single-partition results: the output's
+row order is defined as the order of one partition holding each input in offset order
+(kamu coalesces every input and the output to one partition). Here:
+
+- An input's slices are read one scan per file and concatenated in order (a union keeps
+  its children's partitions in order and one file's splits are in file order), so the
+  input's partitions, taken in index order, are in offset order without a sort. Slices
+  whose footer statistics put every offset inside the interval are read unfiltered (the
+  offset column is then not read at all), slices wholly outside are not read.
+- When the query is *narrow* (`is_narrow`: only projections, filters, unions and
+  generators, all deterministic) every output row stays in the partition of the input
+  row it came from, so the partitions of the output in index order are exactly the
+  single-partition output. Other queries (aggregations, joins, windows, sorts, limits,
+  non-deterministic functions) read each input as one partition, as kamu does, so their
+  shuffles see one ordered map output.
+- Spark writes one part file per output partition on all cores, and
+  `engine.parquet_merge` concatenates them in partition order into the single output
+  file, writing the offset, system-time (and absent op) columns itself: they are
+  arithmetic sequences over the file, so no Spark task has to count rows.
 
 `execute_transform` never raises for a bad request or a Spark failure: it returns the
 `TransformResponseInvalidQuery` / `TransformResponseInternalError` variant.
@@ -26,13 +45,13 @@ Steps (odf-format.md §5.4):
 
 from __future__ import annotations
 
-import functools
 import traceback
-from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
 from engine.checkpoint import read_watermarks, write_checkpoint
 from engine.errors import EngineInternalError, InvalidQuery
+from engine.inputs import InputPlan, is_narrow, parallel_min_bytes, plan_input, read_input
+from engine.parquet_merge import SequenceColumn
 from engine.sql import (
     is_query_error,
     query_steps,
@@ -50,10 +69,12 @@ from fbs.model.engine import (
     TransformResponseSuccess,
 )
 from fbs.model.events import DatasetVocabulary, OffsetInterval
+from fbs.model.source import SqlQueryStep
 from fbs.timestamp import Timestamp
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.types import StructType
 
 __all__ = [
     "MAX_INPUTS",
@@ -74,9 +95,6 @@ OP_APPEND: Final = 0
 MAX_INPUTS: Final = 1024
 #: Most data files of one input.
 MAX_INPUT_FILES: Final = 100_000
-#: Inputs with at most this many files are read as an ordered union (no sort); larger
-#: ones are read in one scan and sorted (a union of thousands of scans plans slowly).
-MAX_ORDERED_UNION_FILES: Final = 256
 #: Offsets are Int64 in Parquet (kamu's Spark engine writes LongType).
 MAX_OFFSET: Final = 2**63 - 1
 
@@ -128,12 +146,13 @@ def compute_watermarks(
 def _execute(session: SparkSession, request: TransformRequest) -> TransformResult:
     steps = query_steps(request.transform)
     _check_request(request)
+    min_bytes = parallel_min_bytes(session)
     try:
         per_input, new_watermark = compute_watermarks(
             request.query_inputs, request.prev_checkpoint_path or None
         )
-        for inp in request.query_inputs:
-            register_view(_read_input(session, inp), inp.query_alias)
+        plans = [plan_input(inp) for inp in request.query_inputs]
+        split = [p.splittable(min_bytes) for p in plans]
     except EngineInternalError:
         raise
     except Exception as e:
@@ -142,14 +161,18 @@ def _execute(session: SparkSession, request: TransformRequest) -> TransformResul
         ) from None
 
     try:
-        result = _finish_output(run_steps(session, steps), request)
-        write_single_parquet(result, request.new_data_path)
+        result = _plan_query(session, request, plans, steps, split)
+        if any(split) and not is_narrow(result):
+            result = _plan_query(session, request, plans, steps, [False] * len(plans))
+        out, columns, schema = _finish_output(result, request)
+        num_records = write_single_parquet(out, request.new_data_path, columns, spark_schema=schema)
+    except (EngineInternalError, InvalidQuery):
+        raise
     except Exception as e:
         if is_query_error(e):
             raise InvalidQuery(spark_message(e)) from None
         raise
 
-    num_records = _parquet_num_rows(request.new_data_path)
     if per_input:
         write_checkpoint(request.new_checkpoint_path, per_input)
     interval = (
@@ -158,6 +181,27 @@ def _execute(session: SparkSession, request: TransformRequest) -> TransformResul
         else None
     )
     return TransformResponseSuccess(new_offset_interval=interval, new_watermark=new_watermark)
+
+
+def _plan_query(
+    session: SparkSession,
+    request: TransformRequest,
+    plans: list[InputPlan],
+    steps: list[SqlQueryStep],
+    split: list[bool],
+) -> DataFrame:
+    """Register the inputs (across partitions where ``split``) and plan the steps."""
+    for inp, plan, parallel in zip(request.query_inputs, plans, split, strict=True):
+        try:
+            df = read_input(session, inp, plan, parallel=parallel)
+        except EngineInternalError:
+            raise
+        except Exception as e:
+            raise EngineInternalError(
+                f"cannot read inputs: {spark_message(e)}", traceback.format_exc()
+            ) from None
+        register_view(df, inp.query_alias)
+    return run_steps(session, steps)
 
 
 def _check_request(request: TransformRequest) -> None:
@@ -176,50 +220,24 @@ def _check_request(request: TransformRequest) -> None:
             )
 
 
-def _read_input(session: SparkSession, inp: TransformRequestInput) -> DataFrame:
+def _finish_output(
+    result: DataFrame, request: TransformRequest
+) -> tuple[DataFrame, list[SequenceColumn | int], StructType]:
+    """Check the query's output; return what Spark writes and how the merge completes it.
+
+    Spark writes the query's columns (with ``op`` first, under the vocabulary's spelling,
+    when the query has one); the merge puts ``offset``, ``op`` (when absent) and
+    ``system_time`` in front as sequences. Also returns the Spark schema of the file.
+    """
     from pyspark.sql import functions as F
-
-    offset = quote_identifier(inp.vocab.offset_column)
-    schema_file = Path(inp.schema_file) if inp.schema_file else None
-    if schema_file is not None and schema_file.is_file():
-        schema = session.read.parquet(str(schema_file)).schema
-    elif inp.data_paths:
-        schema = session.read.parquet(*inp.data_paths).schema
-    else:
-        raise EngineInternalError(
-            f"input {inp.query_alias!r}: schema file {inp.schema_file!r} not found and no data"
-        )
-    iv = inp.offset_interval
-    if iv is None or not inp.data_paths:
-        # Reading the schema file itself keeps the exact column types of the input.
-        source = list(inp.data_paths[:1]) or [str(schema_file)]
-        df = session.read.schema(schema).parquet(*source).where(F.lit(False))
-    elif len(inp.data_paths) <= MAX_ORDERED_UNION_FILES:
-        # ODF slices are stored ordered by offset and the coordinator lists them oldest
-        # first, so reading each file on its own and concatenating them in that order
-        # (union keeps child partitions in order; one file's splits stay in file order;
-        # coalesce(1) concatenates partitions in order) is already the offset order: no
-        # sort of the whole input. Unordered slices break an ODF invariant that
-        # `storage.verify` reports.
-        col = F.col(offset)
-        frames = [session.read.schema(schema).parquet(p) for p in inp.data_paths]
-        df = functools.reduce(lambda a, b: a.union(b), frames)
-        df = df.where((col >= F.lit(iv.start)) & (col <= F.lit(iv.end)))
-        return df.coalesce(1)
-    else:
-        col = F.col(offset)
-        df = session.read.schema(schema).parquet(*inp.data_paths)
-        df = df.where((col >= F.lit(iv.start)) & (col <= F.lit(iv.end)))
-    # One partition ordered by offset keeps retractions/corrections next to what they
-    # correct through map/filter queries, and makes the output order deterministic.
-    # With one partition a local sort is a total order: no range-partitioning shuffle.
-    return df.coalesce(1).sortWithinPartitions(F.col(offset))
-
-
-def _finish_output(result: DataFrame, request: TransformRequest) -> DataFrame:
-    """Check the query's output and add the system columns (offset, op, system_time)."""
-    from pyspark.sql import functions as F
-    from pyspark.sql.types import DateType, IntegerType, TimestampType
+    from pyspark.sql.types import (
+        DateType,
+        IntegerType,
+        LongType,
+        StructField,
+        StructType,
+        TimestampType,
+    )
 
     vocab: DatasetVocabulary = request.vocab
     fields = {f.name.lower(): f for f in result.schema.fields}
@@ -240,44 +258,44 @@ def _finish_output(result: DataFrame, request: TransformRequest) -> DataFrame:
             f"{event_time.dataType.simpleString().upper()}"
         )
     op_field = fields.get(vocab.operation_type_column.lower())
-    if op_field is None:
-        result = result.withColumn(vocab.operation_type_column, F.lit(OP_APPEND).cast("int"))
-        op_name = vocab.operation_type_column
-    elif not isinstance(op_field.dataType, IntegerType):
+    if op_field is not None and not isinstance(op_field.dataType, IntegerType):
         raise InvalidQuery(
             f"operation type column {op_field.name!r} must be INT, got "
             f"{op_field.dataType.simpleString().upper()}"
         )
-    else:
-        op_name = op_field.name
 
-    rest = [c for c in result.columns if c != op_name]
-    system_time_micros = request.system_time.nanos // 1000
-    # Offsets follow the output's row order (partition by partition). In one partition
-    # `monotonically_increasing_id` counts 0..n-1 in that order, which equals kamu's
-    # `row_number() OVER (ORDER BY monotonically_increasing_id())` without the window's
-    # extra shuffle and sort (5x faster on 10M rows).
-    result = (
-        result.coalesce(1)
-        .withColumn(
-            vocab.offset_column,
-            (F.monotonically_increasing_id() + F.lit(request.next_offset)).cast("long"),
+    # Offsets follow the output's row order; Spark's TIMESTAMP_MILLIS writer floors.
+    offset = SequenceColumn(
+        name=vocab.offset_column, physical="INT64", first=request.next_offset, step=1
+    )
+    system_time = SequenceColumn(
+        name=vocab.system_time_column,
+        physical="INT64",
+        first=request.system_time.nanos // 1_000_000,
+        step=0,
+        timestamp_millis=True,
+    )
+    head = [
+        StructField(vocab.offset_column, LongType(), nullable=False),
+        StructField(vocab.operation_type_column, IntegerType(), nullable=op_field is not None),
+        StructField(vocab.system_time_column, TimestampType(), nullable=False),
+    ]
+    if op_field is None:
+        out = result
+        op_column: SequenceColumn | int = SequenceColumn(
+            name=vocab.operation_type_column, physical="INT32", first=OP_APPEND, step=0
         )
-        .withColumn(vocab.system_time_column, F.timestamp_micros(F.lit(system_time_micros)))
-    )
-    return result.select(
-        F.col(quote_identifier(vocab.offset_column)),
+        first_copied = 0
+    else:
+        head[1] = StructField(vocab.operation_type_column, IntegerType(), op_field.nullable)
+        rest = [c for c in result.columns if c != op_field.name]
         # Written under the vocabulary's spelling even if the query used another case.
-        F.col(quote_identifier(op_name)).alias(vocab.operation_type_column),
-        F.col(quote_identifier(vocab.system_time_column)),
-        *[F.col(quote_identifier(c)) for c in rest],
-    )
-
-
-def _parquet_num_rows(path: str) -> int:
-    import pyarrow.parquet as pq
-
-    try:
-        return int(pq.read_metadata(path).num_rows)
-    except (OSError, ValueError) as e:
-        raise EngineInternalError(f"cannot read back the output {path}: {e}") from None
+        out = result.select(
+            F.col(quote_identifier(op_field.name)).alias(vocab.operation_type_column),
+            *[F.col(quote_identifier(c)) for c in rest],
+        )
+        op_column = 0
+        first_copied = 1
+    copied = list(range(first_copied, len(out.columns)))
+    schema = StructType([*head, *out.schema.fields[first_copied:]])
+    return out, [offset, op_column, system_time, *copied], schema

@@ -12,14 +12,29 @@ from collections.abc import Iterator
 import pytest
 
 from engine.client import EngineClient
+from engine.inputs import PARALLEL_MIN_BYTES_CONF
 from engine.process import EngineProcess, start_engine_process
 
 
 @pytest.fixture(scope="session")
 def engine_process(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EngineProcess]:
-    """A real engine server subprocess on a free loopback port (local[2], 1 GiB driver)."""
+    """A real engine server subprocess on a free loopback port (local[2], 1 GiB driver).
+
+    Every input is read split across partitions (however small), and files are split
+    every 64 KiB, so the tests' small inputs take the parallel read + merge path that
+    production takes for inputs of 32 MiB and more; wide queries still take the
+    one-partition path.
+    """
     log = tmp_path_factory.mktemp("engine-log") / "engine.log"
-    proc = start_engine_process(master="local[2]", driver_memory="1g", log_path=log)
+    proc = start_engine_process(
+        master="local[2]",
+        driver_memory="1g",
+        log_path=log,
+        extra_conf={
+            PARALLEL_MIN_BYTES_CONF: "0",
+            "spark.sql.files.maxPartitionBytes": str(64 * 1024),
+        },
+    )
     try:
         yield proc
     finally:

@@ -1,0 +1,208 @@
+"""Reading a transform's inputs in offset order, and telling which queries keep that order.
+
+See `engine.transform` for why partition order matters. This module decides, per input:
+
+- which slices to read at all and which need the offset filter, from the slices' footer
+  statistics (`offset_bounds`): a slice wholly inside the interval is read unfiltered, a
+  slice wholly outside is skipped, anything else (or no statistics) is filtered;
+- whether to read it on all cores (one scan per slice, concatenated in order) or as one
+  partition; `read_input` does either.
+
+`is_narrow` inspects a query's optimized plan: only then may inputs be read in parallel.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final
+
+from engine.errors import EngineConfigError, EngineInternalError
+from engine.sql import quote_identifier
+from fbs.model.engine import TransformRequestInput
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+__all__ = [
+    "MAX_ORDERED_UNION_FILES",
+    "NARROW_PLAN_NODES",
+    "PARALLEL_MIN_BYTES",
+    "PARALLEL_MIN_BYTES_CONF",
+    "InputPlan",
+    "SlicePlan",
+    "is_narrow",
+    "offset_bounds",
+    "parallel_min_bytes",
+    "plan_input",
+    "read_input",
+]
+
+#: Inputs with at most this many files are read as an ordered union (no sort); larger
+#: ones are read in one scan and sorted (a union of thousands of scans plans slowly).
+MAX_ORDERED_UNION_FILES: Final = 256
+#: Inputs smaller than this are read as one partition even for narrow queries: splitting
+#: them buys nothing and costs a task and a part file per slice. Overridden by the
+#: engine session's `PARALLEL_MIN_BYTES_CONF` setting.
+PARALLEL_MIN_BYTES: Final = 32 * 1024 * 1024
+PARALLEL_MIN_BYTES_CONF: Final = "spark.odf.engine.parallelMinBytes"
+#: Logical plan nodes that map each input row to output rows in the same partition, in
+#: order. Anything else (Aggregate, Join, Window, Sort, limits, Repartition ...) makes the
+#: query "wide".
+NARROW_PLAN_NODES: Final = frozenset(
+    {"Project", "Filter", "Union", "LogicalRelation", "LocalRelation", "Generate"}
+)
+
+
+@dataclass(frozen=True, slots=True)
+class SlicePlan:
+    """One data file of an input and whether its rows need the offset filter."""
+
+    path: str
+    needs_filter: bool
+
+
+@dataclass(frozen=True, slots=True)
+class InputPlan:
+    """What to read of one input: the slices in order, and their total size in bytes."""
+
+    slices: tuple[SlicePlan, ...]
+    total_bytes: int
+
+    def splittable(self, min_bytes: int) -> bool:
+        """True if this input has ``min_bytes`` or more, and few enough files, to split."""
+        return self.total_bytes >= min_bytes and 0 < len(self.slices) <= MAX_ORDERED_UNION_FILES
+
+
+def parallel_min_bytes(session: SparkSession) -> int:
+    """The session's `PARALLEL_MIN_BYTES_CONF`, else `PARALLEL_MIN_BYTES`.
+
+    Raises:
+        EngineConfigError: if the setting is not a non-negative integer.
+    """
+    value = session.conf.get(PARALLEL_MIN_BYTES_CONF, None)
+    if value is None:
+        return PARALLEL_MIN_BYTES
+    try:
+        parsed = int(value)
+    except ValueError:
+        parsed = -1
+    if parsed < 0:
+        raise EngineConfigError(f"{PARALLEL_MIN_BYTES_CONF} must be a byte count, got {value!r}")
+    return parsed
+
+
+def offset_bounds(path: str, offset_column: str) -> tuple[int, int] | None:
+    """Min and max of ``offset_column`` from a Parquet footer, None if unknown or empty."""
+    import pyarrow.parquet as pq
+
+    try:
+        meta = pq.read_metadata(path)
+    except (OSError, ValueError):
+        return None  # Spark reports the unreadable file when it reads it
+    names = [meta.schema.column(i).path for i in range(meta.num_columns)]
+    if offset_column not in names or meta.num_row_groups == 0:
+        return None
+    index = names.index(offset_column)
+    lo: int | None = None
+    hi: int | None = None
+    for g in range(meta.num_row_groups):
+        stats = meta.row_group(g).column(index).statistics
+        if stats is None or not stats.has_min_max or stats.physical_type != "INT64":
+            return None
+        lo = stats.min if lo is None else min(lo, stats.min)
+        hi = stats.max if hi is None else max(hi, stats.max)
+    if lo is None or hi is None:
+        return None
+    return int(lo), int(hi)
+
+
+def plan_input(inp: TransformRequestInput) -> InputPlan:
+    """Which slices of ``inp`` to read, with or without the offset filter."""
+    iv = inp.offset_interval
+    if iv is None:
+        return InputPlan(slices=(), total_bytes=0)
+    if len(inp.data_paths) > MAX_ORDERED_UNION_FILES:
+        # Read in one scan and sorted anyway; footers of thousands of files cost more
+        # than the filter saves.
+        return InputPlan(
+            slices=tuple(SlicePlan(p, needs_filter=True) for p in inp.data_paths),
+            total_bytes=0,
+        )
+    slices = []
+    total = 0
+    for path in inp.data_paths:
+        bounds = offset_bounds(path, inp.vocab.offset_column)
+        if bounds is not None and (bounds[1] < iv.start or bounds[0] > iv.end):
+            continue
+        inside = bounds is not None and iv.start <= bounds[0] and bounds[1] <= iv.end
+        slices.append(SlicePlan(path, needs_filter=not inside))
+        with contextlib.suppress(OSError):  # Spark reports a missing file when reading
+            total += os.stat(path).st_size
+    return InputPlan(slices=tuple(slices), total_bytes=total)
+
+
+def read_input(
+    session: SparkSession, inp: TransformRequestInput, plan: InputPlan, *, parallel: bool
+) -> DataFrame:
+    """The input's rows in offset order: partitions in index order are offset order.
+
+    With ``parallel`` the slices keep Spark's own splits (several partitions); otherwise
+    the input is one partition.
+
+    Raises:
+        EngineInternalError: if the schema file is missing and there is no data.
+    """
+    from pyspark.sql import functions as F
+
+    col = F.col(quote_identifier(inp.vocab.offset_column))
+    iv = inp.offset_interval
+    schema_file = Path(inp.schema_file) if inp.schema_file else None
+    if schema_file is not None and schema_file.is_file():
+        schema = session.read.parquet(str(schema_file)).schema
+    elif inp.data_paths:
+        schema = session.read.parquet(*inp.data_paths).schema
+    else:
+        raise EngineInternalError(
+            f"input {inp.query_alias!r}: schema file {inp.schema_file!r} not found and no data"
+        )
+    if iv is None or not plan.slices:
+        # Reading the schema file itself keeps the exact column types of the input.
+        source = list(inp.data_paths[:1]) or [str(schema_file)]
+        return session.read.schema(schema).parquet(*source).where(F.lit(False))
+    if len(plan.slices) > MAX_ORDERED_UNION_FILES:
+        df = session.read.schema(schema).parquet(*(s.path for s in plan.slices))
+        df = df.where((col >= F.lit(iv.start)) & (col <= F.lit(iv.end)))
+        # With one partition a local sort is a total order: no range-partitioning shuffle.
+        return df.coalesce(1).sortWithinPartitions(col)
+
+    def one(s: SlicePlan) -> DataFrame:
+        df = session.read.schema(schema).parquet(s.path)
+        if s.needs_filter:
+            df = df.where((col >= F.lit(iv.start)) & (col <= F.lit(iv.end)))
+        return df
+
+    # ODF slices are stored ordered by offset and the coordinator lists them oldest
+    # first, so concatenating per-file scans in that order is the offset order.
+    # Unordered slices break an ODF invariant that `storage.verify` reports.
+    df = functools.reduce(lambda a, b: a.union(b), (one(s) for s in plan.slices))
+    return df if parallel else df.coalesce(1)
+
+
+def is_narrow(df: DataFrame) -> bool:
+    """True if every node of ``df``'s optimized plan is in `NARROW_PLAN_NODES` and the
+    plan is deterministic: output partitions then follow input partitions row by row."""
+    plan: Any = df._jdf.queryExecution().optimizedPlan()
+    if not plan.deterministic():
+        return False
+    stack = [plan]
+    while stack:
+        node = stack.pop()
+        if node.nodeName() not in NARROW_PLAN_NODES:
+            return False
+        children = node.children()
+        stack.extend(children.apply(i) for i in range(children.size()))
+    return True
