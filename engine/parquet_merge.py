@@ -4,9 +4,15 @@ An ODF transform must produce exactly one data file whose rows are in offset ord
 Spark write one file means one task for the whole query (kamu's engine does that); here
 Spark writes one part file per partition on all cores, and `merge_parts` then concatenates
 the parts' row groups in partition order by copying their column chunks byte for byte
-(parquet-mr's ``ParquetFileWriter.appendColumnChunk``, which also carries the page
-indexes over). Partition order is the order ``coalesce(1)`` would have produced, so the
-result has the same rows in the same order as a single-task write.
+(``copy_file_range``: the kernel copies, nothing is decoded) and writing a new footer
+(`engine.thrift_compact`). Partition order is the order ``coalesce(1)`` would have
+produced, so the result has the same rows in the same order as a single-task write.
+
+Layout: every row group's column chunks are written in schema order, so a row group's
+first chunk is also its first byte (readers assign row groups to splits by that
+position). Page indexes and bloom filters of the parts are not carried over (they hold
+absolute positions; both are optional), and ``sorting_columns`` is dropped because
+column numbers change.
 
 Columns whose values are an arithmetic sequence over the whole file (the ODF offset,
 a constant ``op``, a constant ``system_time``) are not computed by Spark at all: they are
@@ -21,21 +27,36 @@ replaced by the full output schema, so Spark reads the columns back with their S
 
 from __future__ import annotations
 
+import errno
+import os
 import re
 import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final, Literal
+from typing import Final, Literal
 
 from engine.errors import EngineInternalError
-
-if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
+from engine.thrift_compact import (
+    T_BINARY,
+    T_BOOL,
+    T_I16,
+    T_I32,
+    T_I64,
+    T_LIST,
+    T_STRUCT,
+    ThriftError,
+    TList,
+    TStruct,
+    decode_struct,
+    encode_struct,
+)
 
 __all__ = [
+    "ARROW_SCHEMA_KEY",
     "DELTA_BLOCK_SIZE",
     "DELTA_MINIBLOCKS",
+    "MAX_FOOTER_BYTES",
     "MAX_PAGE_VALUES",
     "SPARK_ROW_METADATA_KEY",
     "SequenceColumn",
@@ -50,11 +71,24 @@ DELTA_BLOCK_SIZE: Final = 256
 DELTA_MINIBLOCKS: Final = 4
 #: Most values in one synthesized data page (its bytes: ~5 per 256 values).
 MAX_PAGE_VALUES: Final = 1 << 22
+#: Largest part footer read (Spark's are a few KiB).
+MAX_FOOTER_BYTES: Final = 64 * 1024 * 1024
+#: Footer key of the Arrow schema pyarrow writes.
+ARROW_SCHEMA_KEY: Final = "ARROW:schema"
 #: Footer key holding Spark's row schema (JSON of a StructType).
 SPARK_ROW_METADATA_KEY: Final = "org.apache.spark.sql.parquet.row.metadata"
 
 _PART_RE: Final = re.compile(r"part-(\d+)-.*\.parquet$")
 _INT_RANGES: Final = {"INT32": (-(2**31), 2**31 - 1), "INT64": (-(2**63), 2**63 - 1)}
+_MAGIC: Final = b"PAR1"
+# parquet.thrift enum values used here.
+_TYPE_IDS: Final = {"INT32": 1, "INT64": 2}
+_REQUIRED: Final = 0
+_ENC_RLE: Final = 3
+_ENC_DELTA: Final = 5
+_CODEC_SNAPPY: Final = 1
+_PAGE_DATA: Final = 0
+_CONVERTED_TIMESTAMP_MILLIS: Final = 9
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -133,57 +167,195 @@ def part_files(folder: Path) -> list[Path]:
     return [p for _, _, p in sorted(found)]
 
 
-class _Jvm:
-    """The parquet-mr / Hadoop classes used by the merge, looked up once per merge."""
+@dataclass(frozen=True, slots=True)
+class _Part:
+    """One part file: its path, decoded footer and top-level field layout."""
 
-    def __init__(self, session: SparkSession) -> None:
-        jvm: Any = session._jvm
-        # Hadoop's raw local file system: buffered, without ChecksumFileSystem's .crc
-        # side files (parquet-mr's LocalOutputFile writes unbuffered: 40x slower).
-        conf = jvm.org.apache.hadoop.conf.Configuration(session._jsc.hadoopConfiguration())
-        conf.set("fs.file.impl", "org.apache.hadoop.fs.RawLocalFileSystem")
-        conf.setBoolean("fs.file.impl.disable.cache", True)
-        self.conf = conf
-        self.hadoop_path = jvm.org.apache.hadoop.fs.Path
-        util = jvm.org.apache.parquet.hadoop.util
-        self.input_file = util.HadoopInputFile
-        self.output_file = util.HadoopOutputFile
-        self.reader = jvm.org.apache.parquet.hadoop.ParquetFileReader
-        self.writer = jvm.org.apache.parquet.hadoop.ParquetFileWriter
-        schema = jvm.org.apache.parquet.schema
-        self.types = schema.Types
-        self.primitive = schema.PrimitiveType.PrimitiveTypeName
-        self.logical = schema.LogicalTypeAnnotation
-        self.message_type = schema.MessageType
-        # Each attribute of a py4j class is a round trip to the JVM: resolve them once.
-        encoding = jvm.org.apache.parquet.column.Encoding
-        self.rle = encoding.RLE
-        self.delta = encoding.DELTA_BINARY_PACKED
-        self.statistics = jvm.org.apache.parquet.column.statistics.Statistics
-        self.bytes_from = getattr(jvm.org.apache.parquet.bytes.BytesInput, "from")
-        self.snappy = jvm.org.apache.parquet.hadoop.metadata.CompressionCodecName.SNAPPY
-        self.create = self.writer.Mode.CREATE
-        self.array_list = jvm.java.util.ArrayList
-        self.hash_map = jvm.java.util.HashMap
+    path: Path
+    meta: TStruct
+    schema: list[TStruct]
+    #: Per top-level field: (first schema element, element count, first leaf, leaf count).
+    fields: list[tuple[int, int, int, int]]
 
-    def open(self, path: Path) -> tuple[Any, Any]:
-        """The ``(InputFile, ParquetFileReader)`` of ``path``."""
-        file = self.input_file.fromPath(self.path(path), self.conf)
-        return file, self.reader.open(file)
 
-    def path(self, path: Path) -> Any:
-        return self.hadoop_path(path.resolve().as_uri())
+def _read_footer(path: Path) -> TStruct:
+    with path.open("rb") as f:
+        f.seek(0, os.SEEK_END)
+        size = f.tell()
+        if size < 12:
+            raise EngineInternalError(f"{path.name}: not a Parquet file")
+        f.seek(size - 8)
+        tail = f.read(8)
+        length = int.from_bytes(tail[:4], "little")
+        if tail[4:] != _MAGIC or length > min(size - 12, MAX_FOOTER_BYTES):
+            raise EngineInternalError(f"{path.name}: not a Parquet file")
+        f.seek(size - 8 - length)
+        footer = f.read(length)
+    try:
+        meta, _ = decode_struct(footer)
+    except ThriftError as e:
+        raise EngineInternalError(f"{path.name}: bad Parquet footer: {e}") from None
+    if meta.get_value(8) is not None:
+        raise EngineInternalError(f"{path.name}: encrypted Parquet files are not supported")
+    return meta
 
-    def sequence_type(self, col: SequenceColumn) -> Any:
-        builder = self.types.required(getattr(self.primitive, col.physical))
-        if col.timestamp_millis:
-            unit = self.logical.TimeUnit.MILLIS
-            builder = getattr(builder, "as")(self.logical.timestampType(True, unit))
-        return builder.named(col.name)
+
+def _open_part(path: Path) -> _Part:
+    meta = _read_footer(path)
+    schema_list = meta.list_value(2)
+    if schema_list is None or not schema_list.items:
+        raise EngineInternalError(f"{path.name}: Parquet footer without a schema")
+    schema = [e for e in schema_list.items if isinstance(e, TStruct)]
+    fields = []
+    pos, leaf = 1, 0
+    for _ in range(schema[0].int_value(5)):
+        start, leaves, pending = pos, 0, 1
+        while pending:
+            if pos >= len(schema):
+                raise EngineInternalError(f"{path.name}: truncated Parquet schema")
+            children = schema[pos].int_value(5)
+            leaves += children == 0
+            pending += children - 1
+            pos += 1
+        fields.append((start, pos - start, leaf, leaves))
+        leaf += leaves
+    return _Part(path=path, meta=meta, schema=schema, fields=fields)
+
+
+def _i64(value: int) -> tuple[int, object]:
+    return (T_I64, value)
+
+
+def _sequence_schema(col: SequenceColumn) -> TStruct:
+    element = TStruct(
+        {
+            1: (T_I32, _TYPE_IDS[col.physical]),
+            3: (T_I32, _REQUIRED),
+            4: (T_BINARY, col.name.encode()),
+        }
+    )
+    if col.timestamp_millis:
+        millis = TStruct({1: (T_STRUCT, TStruct())})
+        timestamp = TStruct({1: (T_BOOL, True), 2: (T_STRUCT, millis)})
+        element[6] = (T_I32, _CONVERTED_TIMESTAMP_MILLIS)
+        element[10] = (T_STRUCT, TStruct({8: (T_STRUCT, timestamp)}))
+    return element
+
+
+def _statistics(fmt: str, lo: int, hi: int) -> TStruct:
+    lo_b, hi_b = struct.pack(fmt, lo), struct.pack(fmt, hi)
+    return TStruct(
+        {
+            1: (T_BINARY, hi_b),
+            2: (T_BINARY, lo_b),
+            3: _i64(0),
+            5: (T_BINARY, hi_b),
+            6: (T_BINARY, lo_b),
+        }
+    )
+
+
+def _sequence_chunk(col: SequenceColumn, row: int, rows: int, pos: int) -> tuple[bytes, TStruct]:
+    """The bytes of one row group's column chunk of ``col`` and its ColumnChunk struct."""
+    import pyarrow as pa
+
+    fmt = "<i" if col.physical == "INT32" else "<q"
+    out = bytearray()
+    uncompressed_total = 0
+    done = 0
+    while done < rows:
+        n = min(MAX_PAGE_VALUES, rows - done)
+        a, b = col.value_at(row + done), col.value_at(row + done + n - 1)
+        page = delta_sequence_page(col.value_at(row + done), col.step, n)
+        # Snappy like every other column of an ODF slice (the pages are tiny either way).
+        compressed = pa.compress(page, codec="snappy", asbytes=True)
+        header = encode_struct(
+            TStruct(
+                {
+                    1: (T_I32, _PAGE_DATA),
+                    2: (T_I32, len(page)),
+                    3: (T_I32, len(compressed)),
+                    5: (
+                        T_STRUCT,
+                        TStruct(
+                            {
+                                1: (T_I32, n),
+                                2: (T_I32, _ENC_DELTA),
+                                3: (T_I32, _ENC_RLE),
+                                4: (T_I32, _ENC_RLE),
+                                5: (T_STRUCT, _statistics(fmt, min(a, b), max(a, b))),
+                            }
+                        ),
+                    ),
+                }
+            )
+        )
+        out += header
+        out += compressed
+        uncompressed_total += len(header) + len(page)
+        done += n
+    a, b = col.value_at(row), col.value_at(row + max(rows - 1, 0))
+    meta = TStruct(
+        {
+            1: (T_I32, _TYPE_IDS[col.physical]),
+            2: (T_LIST, TList(T_I32, [_ENC_DELTA])),
+            3: (T_LIST, TList(T_BINARY, [col.name.encode()])),
+            4: (T_I32, _CODEC_SNAPPY),
+            5: _i64(rows),
+            6: _i64(uncompressed_total),
+            7: _i64(len(out)),
+            9: _i64(pos),
+            12: (T_STRUCT, _statistics(fmt, min(a, b), max(a, b))),
+        }
+    )
+    return bytes(out), TStruct({2: _i64(pos), 3: (T_STRUCT, meta)})
+
+
+def _chunk_range(chunk: TStruct) -> tuple[int, int]:
+    """Where a column chunk's pages lie in its file: (start, length)."""
+    meta = chunk.struct_value(3)
+    if meta is None or chunk.get_value(1) is not None:
+        raise EngineInternalError("Parquet column chunk without inline metadata")
+    data = meta.int_value(9)
+    dictionary = meta.get_value(11)
+    start = dictionary if isinstance(dictionary, int) and 0 < dictionary < data else data
+    return start, meta.int_value(7)
+
+
+def _shifted_chunk(chunk: TStruct, start: int, shift: int) -> TStruct:
+    """``chunk`` (starting at ``start``) moved by ``shift`` bytes."""
+    meta = chunk.struct_value(3)
+    assert meta is not None  # checked by _chunk_range
+    new_meta = meta.copy()
+    for fid in (9, 10, 11):  # data, index and dictionary page offsets
+        value = meta.get_value(fid)
+        if isinstance(value, int) and value > 0:
+            new_meta[fid] = _i64(value + shift)
+    for fid in (14, 15):  # bloom filter: not copied
+        new_meta.pop(fid, None)
+    return TStruct({2: _i64(start + shift), 3: (T_STRUCT, new_meta)})
+
+
+def _copy(src: int, dst: int, offset: int, length: int) -> None:
+    """Append ``length`` bytes of ``src`` from ``offset`` to ``dst`` (in-kernel if possible)."""
+    end = offset + length
+    while offset < end:
+        try:
+            n = os.copy_file_range(src, dst, end - offset, offset)
+        except OSError as e:
+            if e.errno not in (errno.EXDEV, errno.ENOSYS, errno.EOPNOTSUPP, errno.EINVAL):
+                raise
+            n = 0
+        if n == 0:
+            chunk = os.pread(src, min(end - offset, 1 << 20), offset)
+            if not chunk:
+                raise EngineInternalError("Parquet part file shorter than its footer says")
+            os.write(dst, chunk)
+            n = len(chunk)
+        offset += n
 
 
 def merge_parts(
-    session: SparkSession,
     parts: Sequence[Path],
     target: Path,
     columns: Sequence[SequenceColumn | int],
@@ -193,132 +365,168 @@ def merge_parts(
     """Write ``target`` from ``parts`` (in order) and return its number of rows.
 
     Args:
-        session: a session of the Spark application that wrote the parts (its JVM and
-            Hadoop configuration are used).
-        parts: part files with identical schemas, in the order their rows go out.
+        parts: Parquet files with identical schemas, in the order their rows go out.
         target: the file to create (must not exist).
-        columns: the output columns in order: an ``int`` copies that column (by index)
-            of the parts, a `SequenceColumn` is synthesized.
+        columns: the output's top-level columns in order: an ``int`` copies that
+            top-level field (by index, with all its leaf columns) of the parts, a
+            `SequenceColumn` is synthesized.
         spark_schema_json: Spark row schema to record in the footer (else the parts').
 
     Raises:
-        EngineInternalError: no parts, differing schemas, a column index out of range,
-            or a sequence that overflows its type.
+        EngineInternalError: no parts, unreadable or differing parts, a column index out
+            of range, or a sequence that overflows its type.
+        OSError: if the target cannot be written.
     """
     if not parts:
         raise EngineInternalError("Spark wrote no part files")
-    jvm = _Jvm(session)
-    opened: list[tuple[Any, Any]] = []
-    try:
-        opened.extend(jvm.open(p) for p in parts)
-        return _merge(jvm, opened, target, columns, spark_schema_json)
-    finally:
-        for _, reader in opened:
-            reader.close()
-
-
-def _merge(
-    jvm: _Jvm,
-    opened: list[tuple[Any, Any]],
-    target: Path,
-    columns: Sequence[SequenceColumn | int],
-    spark_schema_json: str | None,
-) -> int:
-    readers = [reader for _, reader in opened]
-    meta = readers[0].getFooter().getFileMetaData()
-    schema = meta.getSchema()
-    for reader in readers[1:]:
-        if not reader.getFooter().getFileMetaData().getSchema().equals(schema):
+    opened = [_open_part(p) for p in parts]
+    first = opened[0]
+    schema_bytes = encode_struct(TStruct({2: (T_LIST, TList(T_STRUCT, list(first.schema)))}))
+    for part in opened[1:]:
+        other = encode_struct(TStruct({2: (T_LIST, TList(T_STRUCT, list(part.schema)))}))
+        if other != schema_bytes:
             raise EngineInternalError("Spark part files have different schemas")
-    descriptors = schema.getColumns()
-    width = descriptors.size()
-    if schema.getFieldCount() != width:
-        raise EngineInternalError("merging part files with nested columns is not supported")
-    fields = jvm.array_list()
-    for col in columns:
-        if isinstance(col, SequenceColumn):
-            fields.add(jvm.sequence_type(col))
-        elif 0 <= col < width:
-            fields.add(schema.getType(col))
-        else:
-            raise EngineInternalError(f"column index {col} out of range (parts have {width})")
-    out_schema = jvm.message_type(schema.getName(), fields)
-    total = sum(int(r.getRecordCount()) for r in readers)
+    width = len(first.fields)
+    total = 0
+    for part in opened:
+        total += part.meta.int_value(3)
+    out_schema: list[object] = []
+    out_orders: list[object] = []
+    orders = first.meta.list_value(7)
     for col in columns:
         if isinstance(col, SequenceColumn):
             col.check(total)
+            out_schema.append(_sequence_schema(col))
+            out_orders.append(TStruct({1: (T_STRUCT, TStruct())}))  # TypeDefinedOrder
+        elif 0 <= col < width:
+            start, count, leaf, leaves = first.fields[col]
+            out_schema.extend(first.schema[start : start + count])
+            if orders is not None:
+                out_orders.extend(orders.items[leaf : leaf + leaves])
+        else:
+            raise EngineInternalError(f"column index {col} out of range (parts have {width})")
+    root = first.schema[0].copy()
+    root[5] = (T_I32, len(columns))
 
-    out_file = jvm.output_file.fromPath(jvm.path(target), jvm.conf)
-    # Row groups keep the parts' sizes; no alignment padding between them.
-    writer = jvm.writer(out_file, out_schema, jvm.create, 128 * 1024 * 1024, 0)
-    writer.start()
-    out_columns = out_schema.getColumns()
-    row = 0
-    for file, reader in opened:
-        stream = file.newStream()
-        try:
-            # Index loops: py4j ends a Java iterator with an exception (~30 ms each).
-            blocks = reader.getRowGroups()
-            for b in range(blocks.size()):
-                block = blocks.get(b)
-                rows = int(block.getRowCount())
-                chunks = block.getColumns()
-                writer.startBlock(rows)
-                for i, col in enumerate(columns):
-                    if isinstance(col, SequenceColumn):
-                        _write_sequence(jvm, writer, out_columns.get(i), col, row, rows)
-                    else:
-                        chunk = chunks.get(col)
-                        writer.appendColumnChunk(
-                            out_columns.get(i),
-                            stream,
-                            chunk,
-                            None,
-                            reader.readColumnIndex(chunk),
-                            reader.readOffsetIndex(chunk),
-                        )
-                writer.endBlock()
-                row += rows
-        finally:
-            stream.close()
-    extra = jvm.hash_map(meta.getKeyValueMetaData())
-    if spark_schema_json is not None:
-        extra.put(SPARK_ROW_METADATA_KEY, spark_schema_json)
-    writer.end(extra)
+    row_groups: list[object] = []
+    fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    try:
+        os.write(fd, _MAGIC)
+        pos = len(_MAGIC)
+        row = 0
+        for part in opened:
+            src = os.open(part.path, os.O_RDONLY)
+            try:
+                pos, row = _copy_row_groups(part, columns, src, fd, pos, row, row_groups)
+            finally:
+                os.close(src)
+        meta = TStruct(
+            {
+                1: first.meta.get(1, (T_I32, 1)),
+                2: (T_LIST, TList(T_STRUCT, [root, *out_schema])),
+                3: _i64(row),
+                4: (T_LIST, TList(T_STRUCT, row_groups)),
+            }
+        )
+        identity = list(columns) == list(range(width))
+        kv = _key_values(first.meta, spark_schema_json, drop_arrow_schema=not identity)
+        if kv.items:
+            meta[5] = (T_LIST, kv)
+        if 6 in first.meta:
+            meta[6] = first.meta[6]
+        if orders is not None:
+            meta[7] = (T_LIST, TList(T_STRUCT, out_orders))
+        footer = encode_struct(meta)
+        os.write(fd, footer + len(footer).to_bytes(4, "little") + _MAGIC)
+    except BaseException:
+        os.close(fd)
+        target.unlink(missing_ok=True)
+        raise
+    os.close(fd)
     return row
 
 
-def _write_sequence(
-    jvm: _Jvm, writer: Any, descriptor: Any, col: SequenceColumn, row: int, rows: int
-) -> None:
-    fmt = "<i" if col.physical == "INT32" else "<q"
-    import pyarrow as pa
+def _key_values(meta: TStruct, spark_schema_json: str | None, *, drop_arrow_schema: bool) -> TList:
+    """The parts' footer metadata, with the Spark row schema replaced if given.
 
-    # Snappy like every other column of an ODF slice (the pages are tiny either way).
-    writer.startColumn(descriptor, rows, jvm.snappy)
-    primitive = descriptor.getPrimitiveType()
-    done = 0
-    while done < rows:
-        n = min(MAX_PAGE_VALUES, rows - done)
-        first = col.value_at(row + done)
-        last = col.value_at(row + done + n - 1)
-        page = delta_sequence_page(first, col.step, n)
-        stats = (
-            jvm.statistics.getBuilderForReading(primitive)
-            .withMin(struct.pack(fmt, min(first, last)))
-            .withMax(struct.pack(fmt, max(first, last)))
-            .withNumNulls(0)
-            .build()
+    An Arrow schema (written by pyarrow, not Spark) describes the parts' columns only,
+    so it goes when the columns change.
+    """
+    items = meta.list_value(5)
+    out = TList(T_STRUCT, [])
+    dropped = set()
+    if spark_schema_json is not None:
+        dropped.add(SPARK_ROW_METADATA_KEY.encode())
+    if drop_arrow_schema:
+        dropped.add(ARROW_SCHEMA_KEY.encode())
+    for kv in items.items if items is not None else []:
+        if isinstance(kv, TStruct) and kv.get_value(1) not in dropped:
+            out.items.append(kv)
+    if spark_schema_json is not None:
+        out.items.append(
+            TStruct(
+                {
+                    1: (T_BINARY, SPARK_ROW_METADATA_KEY.encode()),
+                    2: (T_BINARY, spark_schema_json.encode()),
+                }
+            )
         )
-        writer.writeDataPage(
-            n,
-            len(page),
-            jvm.bytes_from(pa.compress(page, codec="snappy", asbytes=True)),
-            stats,
-            n,
-            jvm.rle,
-            jvm.rle,
-            jvm.delta,
+    return out
+
+
+def _copy_row_groups(
+    part: _Part,
+    columns: Sequence[SequenceColumn | int],
+    src: int,
+    dst: int,
+    pos: int,
+    row: int,
+    row_groups: list[object],
+) -> tuple[int, int]:
+    """Append ``part``'s row groups (synthesizing sequences); returns (pos, row) after."""
+    groups = part.meta.list_value(4)
+    for group in groups.items if groups is not None else []:
+        if not isinstance(group, TStruct):
+            raise EngineInternalError(f"{part.path.name}: bad row group")
+        rows = group.int_value(3)
+        if rows == 0:
+            continue  # nothing to read; a sequence chunk cannot be empty
+        chunks_list = group.list_value(1)
+        chunks = [c for c in (chunks_list.items if chunks_list else []) if isinstance(c, TStruct)]
+        start_pos = pos
+        out_chunks: list[object] = []
+        uncompressed = 0
+        for col in columns:
+            if isinstance(col, SequenceColumn):
+                data, chunk = _sequence_chunk(col, row, rows, pos)
+                os.write(dst, data)
+                pos += len(data)
+                out_chunks.append(chunk)
+                meta = chunk.struct_value(3)
+                uncompressed += meta.int_value(6) if meta else 0
+                continue
+            _, _, leaf, leaves = part.fields[col]
+            if leaf + leaves > len(chunks):
+                raise EngineInternalError(f"{part.path.name}: row group misses columns")
+            for source in chunks[leaf : leaf + leaves]:
+                src_start, length = _chunk_range(source)
+                moved = _shifted_chunk(source, src_start, pos - src_start)
+                _copy(src, dst, src_start, length)
+                pos += length
+                out_chunks.append(moved)
+                meta = moved.struct_value(3)
+                uncompressed += meta.int_value(6) if meta else 0
+        row_groups.append(
+            TStruct(
+                {
+                    1: (T_LIST, TList(T_STRUCT, out_chunks)),
+                    2: _i64(uncompressed),
+                    3: _i64(rows),
+                    5: _i64(start_pos),
+                    6: _i64(pos - start_pos),
+                    7: (T_I16, len(row_groups)),
+                }
+            )
         )
-        done += n
-    writer.endColumn()
+        row += rows
+    return pos, row

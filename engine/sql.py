@@ -155,7 +155,6 @@ def write_single_parquet(
         df.write.mode("errorifexists").option("compression", "snappy").parquet(str(tmp_dir))
         merged = tmp_dir / "merged.parquet"
         rows = merge_parts(
-            df.sparkSession,
             part_files(tmp_dir),
             merged,
             list(range(len(df.columns))) if columns is None else columns,

@@ -1,7 +1,7 @@
 """Transform latency through the warm engine vs a cold one-shot ``spark-submit`` (kamu's model).
 
 Usage: .venv/bin/python scripts/bench/transform.py [--runs 5] [--cold-runs 2]
-       [--rows 0] [--big-runs 2] [--master local[2]]
+       [--rows 0] [--big-runs 5] [--master local[2]]
 
 Phases:
 
@@ -210,7 +210,7 @@ def main() -> None:
     ap.add_argument("--cold-runs", type=int, default=2, help="cold spark-submit runs (median)")
     ap.add_argument("--small-rows", type=int, default=100, help="rows of the latency input")
     ap.add_argument("--rows", type=int, default=0, help="rows of the throughput input (0 = skip)")
-    ap.add_argument("--big-runs", type=int, default=2, help="alternating throughput rounds")
+    ap.add_argument("--big-runs", type=int, default=5, help="alternating throughput rounds")
     ap.add_argument("--master", default="local[2]")
     args = ap.parse_args()
 

@@ -268,3 +268,34 @@ def test_slices_outside_the_interval_are_not_read(engine: EngineClient, tmp_path
     out = pq.read_table(tmp_path / "out" / "data")
     n = FILE_ROWS[0] + FILE_ROWS[1]
     assert out.column("population").to_pylist() == rows["population"].to_pylist()[:n]
+
+
+def test_nested_columns_are_merged(engine: EngineClient, tmp_path: Path) -> None:
+    paths, rows = _write_files(tmp_path / "in", "n")
+    inp = make_input(
+        seed=b"nested",
+        alias="input",
+        paths=paths,
+        schema_file=tmp_path / "in" / "n-schema",
+        interval=(0, sum(FILE_ROWS) - 1),
+    )
+    query = (
+        "SELECT event_time, named_struct('c', city, 'p', population) AS s, "
+        "array(population, population + 1) AS arr, city FROM input"
+    )
+    _ok(engine.execute_transform(make_request(tmp_path / "out", [inp], query=query)))
+    out = pq.read_table(tmp_path / "out" / "data")
+    _check_system_columns(out, 0)
+    pops = rows["population"].to_pylist()
+    cities = rows["city"].to_pylist()
+    assert out["s"].to_pylist() == [{"c": c, "p": p} for c, p in zip(cities, pops, strict=True)]
+    assert out["arr"].to_pylist() == [[p, p + 1] for p in pops]
+    assert out["city"].to_pylist() == cities
+    raw = make_raw_query(
+        [tmp_path / "out" / "data"],
+        "SELECT sum(s.p) AS sp, sum(arr[1]) AS a1, max(offset) AS mo FROM input",
+        tmp_path / "raw",
+    )
+    assert isinstance(engine.execute_raw_query(raw), RawQueryResponseSuccess)
+    back = pq.read_table(tmp_path / "raw").to_pylist()[0]
+    assert back == {"sp": sum(pops), "a1": sum(pops) + len(pops), "mo": len(pops) - 1}

@@ -1,4 +1,4 @@
-"""Pure parts of `engine.parquet_merge` (the merge itself runs in the engine tests)."""
+"""`engine.parquet_merge` and `engine.thrift_compact` on files written by pyarrow."""
 
 from __future__ import annotations
 
@@ -12,7 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from engine.errors import EngineInternalError
-from engine.parquet_merge import SequenceColumn, delta_sequence_page, part_files
+from engine.parquet_merge import SequenceColumn, delta_sequence_page, merge_parts, part_files
+from engine.thrift_compact import ThriftError, decode_struct, encode_struct
 
 INT64 = st.integers(min_value=-(2**62), max_value=2**62)
 
@@ -83,3 +84,106 @@ def test_part_files_in_partition_order(tmp_path: Path) -> None:
         "00010",
         "100000",
     ]
+
+
+def _footer(path: Path) -> bytes:
+    data = path.read_bytes()
+    n = int.from_bytes(data[-8:-4], "little")
+    return data[-8 - n : -8]
+
+
+def _parts(tmp_path: Path, table: pa.Table, sizes: list[int], group: int) -> list[Path]:
+    paths, start = [], 0
+    for i, n in enumerate(sizes):
+        path = tmp_path / f"part-{i:05d}-x.snappy.parquet"
+        pq.write_table(table.slice(start, n), path, row_group_size=group)
+        paths.append(path)
+        start += n
+    return paths
+
+
+NESTED = pa.table(
+    {
+        "a": pa.array(range(1000), pa.int64()),
+        "s": pa.array([None if i % 7 == 0 else f"v{i % 13}" for i in range(1000)]),
+        "st": pa.array([{"x": i, "y": [i, -i]} for i in range(1000)]),
+        "d": pa.array([i / 3 for i in range(1000)]),
+    }
+)
+
+
+def test_footer_round_trip(tmp_path: Path) -> None:
+    path = _parts(tmp_path, NESTED, [1000], 128)[0]
+    footer = _footer(path)
+    meta, end = decode_struct(footer)
+    assert end == len(footer)
+    assert encode_struct(meta) == footer
+
+
+@settings(max_examples=25, deadline=None)
+@given(data=st.binary(max_size=300))
+def test_thrift_garbage_is_a_typed_error(data: bytes) -> None:
+    try:
+        meta, _ = decode_struct(data)
+    except ThriftError:
+        return
+    assert decode_struct(encode_struct(meta))[0] == meta
+
+
+def test_merge_copies_fields_and_synthesizes_sequences(tmp_path: Path) -> None:
+    sizes = [300, 0, 450, 250]
+    parts = _parts(tmp_path, NESTED, sizes, 100)
+    offset = SequenceColumn(name="offset", physical="INT64", first=10**12, step=1)
+    op = SequenceColumn(name="op", physical="INT32", first=0, step=0)
+    st_ = SequenceColumn(
+        name="system_time",
+        physical="INT64",
+        first=1_700_000_000_123,
+        step=0,
+        timestamp_millis=True,
+    )
+    rows = merge_parts(parts, tmp_path / "out", [offset, op, st_, 2, 0, 1, 3])
+    assert rows == 1000
+    out = pq.read_table(tmp_path / "out")
+    assert out.column_names == ["offset", "op", "system_time", "st", "a", "s", "d"]
+    assert out.schema.field("system_time").type == pa.timestamp("ms", tz="UTC")
+    assert not out.schema.field("offset").nullable
+    assert out["offset"].to_pylist() == list(range(10**12, 10**12 + 1000))
+    assert out["op"].to_pylist() == [0] * 1000
+    assert set(out["system_time"].cast(pa.int64()).to_pylist()) == {1_700_000_000_123}
+    for name in ("st", "a", "s", "d"):
+        assert out[name].equals(NESTED[name]), name
+    meta = pq.ParquetFile(tmp_path / "out").metadata
+    # Every non-empty row group of the parts, in order (pyarrow wrote one empty one).
+    assert meta.num_row_groups == 11
+    assert sum(pq.ParquetFile(p).metadata.num_row_groups for p in parts) == 12
+    first = 10**12
+    for g in range(meta.num_row_groups):
+        group = meta.row_group(g)
+        stats = group.column(0).statistics
+        assert (stats.min, stats.max) == (first, first + group.num_rows - 1)
+        first += group.num_rows
+        assert group.column(0).encodings == ("DELTA_BINARY_PACKED",)
+
+
+def test_merge_refuses_bad_input(tmp_path: Path) -> None:
+    parts = _parts(tmp_path, NESTED, [10, 10], 5)
+    with pytest.raises(EngineInternalError, match="no part files"):
+        merge_parts([], tmp_path / "o1", [0])
+    with pytest.raises(EngineInternalError, match="out of range"):
+        merge_parts(parts, tmp_path / "o2", [4])
+    assert not (tmp_path / "o2").exists()
+    other = tmp_path / "part-00009-y.parquet"
+    pq.write_table(NESTED.select(["a"]).slice(0, 3), other)
+    with pytest.raises(EngineInternalError, match="different schemas"):
+        merge_parts([*parts, other], tmp_path / "o3", [0])
+    junk = tmp_path / "part-00010-z.parquet"
+    junk.write_bytes(b"PAR1" + b"\xff" * 40 + (30).to_bytes(4, "little") + b"PAR1")
+    with pytest.raises(EngineInternalError, match="footer"):
+        merge_parts([junk], tmp_path / "o4", [0])
+    overflow = SequenceColumn(name="o", physical="INT32", first=2**31 - 5, step=1)
+    with pytest.raises(EngineInternalError, match="overflow"):
+        merge_parts(parts, tmp_path / "o5", [overflow, 0])
+    merge_parts(parts, tmp_path / "o6", [0])
+    with pytest.raises(FileExistsError):
+        merge_parts(parts, tmp_path / "o6", [0])
