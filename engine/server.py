@@ -62,8 +62,9 @@ __all__ = [
 
 log = logging.getLogger("odf.engine")
 
-#: Port of kamu's engine adapters (the ODF spec says 5544; kamu uses 2884).
-DEFAULT_PORT: Final = 2884
+#: The ODF spec's engine port. kamu's adapters listen on 2884 inside their containers
+#: (``--port 2884`` reproduces that); the coordinator's on-demand engine takes a free port.
+DEFAULT_PORT: Final = 5544
 #: Loopback by default: the engine reads and writes local paths named by the caller.
 DEFAULT_HOST: Final = "127.0.0.1"
 #: gRPC worker threads (requests beyond the Spark slots wait in their thread).

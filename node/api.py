@@ -31,7 +31,6 @@ from fbs.model import (
     Timestamp,
 )
 from node.errors import UsageError
-from node.ingest.merge import current_state as _current_state
 from node.ingest.merge import primary_key_of
 from node.ingest.pipeline import (
     IngestResult,
@@ -40,6 +39,7 @@ from node.ingest.pipeline import (
     ingest,
     pull,
     read_changelog,
+    read_live_state,
     vocab_of,
 )
 from storage.dataset import Dataset, as_block_hash
@@ -194,12 +194,12 @@ class DatasetView:
             UsageError: no key given and the source has none (Append, or no source).
         """
         key = list(primary_key) if primary_key is not None else self._source_key()
-        table = self.to_arrow()
-        if table.num_rows == 0:
-            return table.drop_columns([vocab_of(self.dataset.state()).operation_type_column])
         vocab = vocab_of(self.dataset.state())
-        live = _current_state(table, key, vocab=vocab)
-        return live.drop_columns([vocab.operation_type_column])
+        head = self._state_head()
+        # Folded slice by slice: memory follows the live state, not the history.
+        live = None if head is None else read_live_state(self.dataset, key, head=head, vocab=vocab)
+        table = self.to_arrow() if live is None else live  # no records: the empty schema
+        return table.drop_columns([vocab.operation_type_column])
 
     def _source_key(self) -> list[str]:
         state = self.dataset.state()

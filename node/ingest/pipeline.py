@@ -79,7 +79,13 @@ from node.ingest.errors import (
     SourceNotFound,
     UnsupportedFormat,
 )
-from node.ingest.merge import merge, required_columns
+from node.ingest.merge import (
+    DEFAULT_VOCAB,
+    current_state,
+    merge,
+    primary_key_of,
+    required_columns,
+)
 from node.ingest.writer import SliceWriter, WrittenSlice, slice_schema, write_slice
 from storage.chain import ChainState
 from storage.dataset import Dataset
@@ -99,6 +105,7 @@ __all__ = [
     "ingest",
     "pull",
     "read_changelog",
+    "read_live_state",
     "slice_paths",
     "vocab_of",
 ]
@@ -323,6 +330,37 @@ def read_changelog(
         ]
         table = pa.table(cols, names=[f.name for f in wanted])
     return table
+
+
+def read_live_state(
+    dataset: Dataset,
+    primary_key: Sequence[str],
+    *,
+    head: Multihash | None = None,
+    vocab: DatasetVocabulary = DEFAULT_VOCAB,
+) -> pa.Table | None:
+    """The live rows of a keyed dataset up to ``head`` (``None`` if it has no records).
+
+    Slices are folded in one at a time (state = live rows of state + slice), so memory
+    is bounded by the live state plus one slice, not by the whole history; the result
+    equals `current_state` of the full changelog.
+
+    Raises:
+        storage.errors.InvalidDataFile: a data file that is not readable Parquet.
+        MergeError: a slice without the key, ``offset`` or ``op`` columns.
+    """
+    from storage.errors import InvalidDataFile
+
+    state: pa.Table | None = None
+    for p in slice_paths(dataset, head):
+        try:
+            table = pq.read_table(p, use_threads=True)
+        except (pa.ArrowException, OSError) as e:
+            raise InvalidDataFile(f"data file {p.name}: {e}") from None
+        if state is not None:
+            table = pa.concat_tables([state, table], promote_options="permissive")
+        state = current_state(table, primary_key, vocab=vocab)
+    return state
 
 
 # -- schema ------------------------------------------------------------------------------------
@@ -552,9 +590,14 @@ def _compute(
         progress(ProgressUpdate("merge", rows=table.num_rows))
     existing = None
     needed = required_columns(src.merge, vocab)
-    if needed is None or needed:
+    head = state.head if state else None
+    key = primary_key_of(src.merge)
+    if needed is None and key is not None:
+        # Snapshot / UpsertStream only look at the current state: fold it slice by slice.
+        existing = read_live_state(dataset, key, head=head, vocab=vocab)
+    elif needed is None or needed:
         cols = None if needed is None else [*needed, vocab.operation_type_column]
-        existing = read_changelog(dataset, head=state.head if state else None, columns=cols)
+        existing = read_changelog(dataset, head=head, columns=cols)
     merged = merge(src.merge, table, existing, vocab=vocab)
     new_schema = slice_schema(merged.schema, vocab)
     schema_event = _schema_change(target, evolved, new_schema)

@@ -6,14 +6,16 @@
    (target >= 0.5). The two alternate ``--repeat`` times (the machine may be shared):
    best and median are reported.
 2. Snapshot merge of two ``--snapshot-rows`` (default 1M) snapshots differing in 1% of
-   rows: seconds and peak RSS of the second ingest.
+   rows: seconds and peak RSS of the second ingest; then ``--snapshot-history`` more
+   snapshots that each change every row: peak RSS of the last vs the second
+   (the changelog grows, the live state does not).
 3. Memory bounded by the batch size: peak RSS of an Append ingest of a file
    (``--memory-rows``) and of one 4x larger (ratio close to 1 means bounded).
 
 Every measurement runs in a fresh child process so peak RSS (``ru_maxrss``) is its own.
 
 Usage: ``python scripts/bench/ingest.py [--rows N [N ...]] [--repeat K] [--memory-rows N]
-[--snapshot-rows N] [--skip append|memory|snapshot ...] [--workdir DIR]``
+[--snapshot-rows N] [--snapshot-history K] [--skip append|memory|snapshot ...] [--workdir DIR]``
 """
 
 from __future__ import annotations
@@ -234,7 +236,7 @@ def bench_memory(base: Path, rows: int) -> None:
     )
 
 
-def bench_snapshot(base: Path, rows: int) -> None:
+def bench_snapshot(base: Path, rows: int, history: int) -> None:
     s1, s2 = base / "snap1.csv", base / "snap2.csv"
     make_csv(s1, rows)
     make_csv(s2, rows, change_every=100)  # 1% of rows changed
@@ -247,6 +249,30 @@ def bench_snapshot(base: Path, rows: int) -> None:
         f"  second ingest (merge): {second['seconds']:.2f} s, {second['records']:,} records, "
         f"peak RSS {second['rss_mb']:.0f} MiB"
     )
+    # History growth: every further snapshot changes every row (another qty seed), so the
+    # changelog grows by twice the state per round while the live state keeps its size.
+    # Peak RSS of the last of these rounds vs the first: ~1 when memory follows the live
+    # state and one slice (slices folded one by one), growing when it follows the history.
+    rounds = []
+    for i in range(history):
+        snap = base / f"snap-h{i}.csv"
+        make_csv(snap, rows, seed=i + 1)
+        rounds.append(run_child("snapshot", snap, work))
+        snap.unlink()
+    if len(rounds) >= 2:
+        first_h, last = rounds[0], rounds[-1]
+        rss = ", ".join(f"{r['rss_mb']:.0f}" for r in rounds)
+        print(
+            f"  {history} more snapshots, every row changed each time (slices of "
+            f"{first_h['records']:,} records; changelog ~"
+            f"{rows + second['records'] + sum(r['records'] for r in rounds):,} records): "
+            f"peak RSS per ingest {rss} MiB, "
+            f"last {last['seconds']:.2f} s"
+        )
+        print(
+            f"  ratio peak RSS last / first of them: {last['rss_mb'] / first_h['rss_mb']:.2f} "
+            "(1.0 = bounded by live state + one slice, not by the history)"
+        )
 
 
 def main() -> None:
@@ -257,6 +283,9 @@ def main() -> None:
     p.add_argument("--repeat", type=int, default=3, help="alternated runs per row count")
     p.add_argument("--memory-rows", type=int, default=None, help="default: the first --rows")
     p.add_argument("--snapshot-rows", type=int, default=1_000_000)
+    p.add_argument(
+        "--snapshot-history", type=int, default=4, help="further snapshots (history growth)"
+    )
     p.add_argument("--skip", nargs="*", default=[], choices=["append", "memory", "snapshot"])
     p.add_argument("--workdir", type=Path, default=None)
     p.add_argument("--child", nargs=3, metavar=("TASK", "CSV", "WORK"), help=argparse.SUPPRESS)
@@ -273,7 +302,7 @@ def main() -> None:
         if "memory" not in args.skip:
             bench_memory(base, args.memory_rows or args.rows[0])
         if "snapshot" not in args.skip:
-            bench_snapshot(base, args.snapshot_rows)
+            bench_snapshot(base, args.snapshot_rows, args.snapshot_history)
     finally:
         shutil.rmtree(base, ignore_errors=True)
 
