@@ -50,6 +50,8 @@ from engine.thrift_compact import (
     TStruct,
     decode_struct,
     encode_struct,
+    encode_uvarint,
+    zigzag,
 )
 
 __all__ = [
@@ -123,22 +125,6 @@ class SequenceColumn:
             )
 
 
-def _uvarint(value: int) -> bytes:
-    out = bytearray()
-    while True:
-        byte = value & 0x7F
-        value >>= 7
-        if value:
-            out.append(byte | 0x80)
-        else:
-            out.append(byte)
-            return bytes(out)
-
-
-def _zigzag(value: int) -> int:
-    return value * 2 if value >= 0 else -value * 2 - 1
-
-
 def delta_sequence_page(first: int, step: int, count: int) -> bytes:
     """DELTA_BINARY_PACKED bytes of ``first, first + step, ...`` (``count`` values).
 
@@ -148,13 +134,13 @@ def delta_sequence_page(first: int, step: int, count: int) -> bytes:
     if count < 1:
         raise ValueError("a page holds at least one value")
     header = (
-        _uvarint(DELTA_BLOCK_SIZE)
-        + _uvarint(DELTA_MINIBLOCKS)
-        + _uvarint(count)
-        + _uvarint(_zigzag(first))
+        encode_uvarint(DELTA_BLOCK_SIZE)
+        + encode_uvarint(DELTA_MINIBLOCKS)
+        + encode_uvarint(count)
+        + encode_uvarint(zigzag(first))
     )
     blocks = -(-(count - 1) // DELTA_BLOCK_SIZE)
-    return header + (_uvarint(_zigzag(step)) + bytes(DELTA_MINIBLOCKS)) * blocks
+    return header + (encode_uvarint(zigzag(step)) + bytes(DELTA_MINIBLOCKS)) * blocks
 
 
 def part_files(folder: Path) -> list[Path]:

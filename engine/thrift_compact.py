@@ -36,6 +36,8 @@ __all__ = [
     "ThriftError",
     "decode_struct",
     "encode_struct",
+    "encode_uvarint",
+    "zigzag",
 ]
 
 # Compact-protocol type ids (booleans in field headers use 1 = true / 2 = false).
@@ -219,6 +221,18 @@ def decode_struct(buf: bytes | memoryview, pos: int = 0) -> tuple[TStruct, int]:
     return reader.struct(0), reader.pos
 
 
+def zigzag(n: int) -> int:
+    """ZigZag mapping of a signed integer to an unsigned one (0, -1, 1, -2 -> 0, 1, 2, 3)."""
+    return n * 2 if n >= 0 else -n * 2 - 1
+
+
+def encode_uvarint(n: int) -> bytes:
+    """Unsigned LEB128 of ``n`` (no upper bound: ZigZag'd int64 values need 64 bits)."""
+    out = bytearray()
+    _uvarint(out, n)
+    return bytes(out)
+
+
 def _uvarint(out: bytearray, n: int) -> None:
     while n > 0x7F:
         out.append((n & 0x7F) | 0x80)
@@ -227,7 +241,7 @@ def _uvarint(out: bytearray, n: int) -> None:
 
 
 def _zigzag(out: bytearray, n: int) -> None:
-    _uvarint(out, (n << 1) ^ (n >> 63) if n < 0 else n << 1)
+    _uvarint(out, zigzag(n))
 
 
 def _write_value(out: bytearray, ctype: int, value: object) -> None:

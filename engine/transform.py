@@ -45,7 +45,9 @@ row order is defined as the order of one partition holding each input in offset 
 
 from __future__ import annotations
 
+import contextlib
 import traceback
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Final
 
 from engine.checkpoint import read_watermarks, write_checkpoint
@@ -147,18 +149,12 @@ def _execute(session: SparkSession, request: TransformRequest) -> TransformResul
     steps = query_steps(request.transform)
     _check_request(request)
     min_bytes = parallel_min_bytes(session)
-    try:
+    with _reading_inputs():
         per_input, new_watermark = compute_watermarks(
             request.query_inputs, request.prev_checkpoint_path or None
         )
         plans = [plan_input(inp) for inp in request.query_inputs]
         split = [p.splittable(min_bytes) for p in plans]
-    except EngineInternalError:
-        raise
-    except Exception as e:
-        raise EngineInternalError(
-            f"cannot read inputs: {spark_message(e)}", traceback.format_exc()
-        ) from None
 
     try:
         result = _plan_query(session, request, plans, steps, split)
@@ -192,16 +188,23 @@ def _plan_query(
 ) -> DataFrame:
     """Register the inputs (across partitions where ``split``) and plan the steps."""
     for inp, plan, parallel in zip(request.query_inputs, plans, split, strict=True):
-        try:
+        with _reading_inputs():
             df = read_input(session, inp, plan, parallel=parallel)
-        except EngineInternalError:
-            raise
-        except Exception as e:
-            raise EngineInternalError(
-                f"cannot read inputs: {spark_message(e)}", traceback.format_exc()
-            ) from None
         register_view(df, inp.query_alias)
     return run_steps(session, steps)
+
+
+@contextlib.contextmanager
+def _reading_inputs() -> Iterator[None]:
+    """Turn failures while reading inputs (Spark, checkpoint) into `EngineInternalError`."""
+    try:
+        yield
+    except EngineInternalError:
+        raise
+    except Exception as e:
+        raise EngineInternalError(
+            f"cannot read inputs: {spark_message(e)}", traceback.format_exc()
+        ) from None
 
 
 def _check_request(request: TransformRequest) -> None:

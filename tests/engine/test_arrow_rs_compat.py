@@ -13,8 +13,8 @@ import pytest
 
 from engine.client import EngineClient
 from fbs.model.engine import TransformResponseSuccess
-from tests.engine.helpers import make_input, make_request
-from tests.engine.test_parallel import FILE_ROWS, _write_files
+from tests.engine.helpers import make_request
+from tests.engine.test_parallel import FILE_ROWS, _input, _write_files
 
 datafusion = pytest.importorskip("datafusion")
 
@@ -31,13 +31,7 @@ datafusion = pytest.importorskip("datafusion")
 )
 def test_datafusion_reads_engine_output(engine: EngineClient, tmp_path: Path, query: str) -> None:
     paths, _ = _write_files(tmp_path / "in", "x", ops=True)
-    inp = make_input(
-        seed=b"arrow-rs",
-        alias="input",
-        paths=paths,
-        schema_file=tmp_path / "in" / "x-schema",
-        interval=(3, sum(FILE_ROWS) - 4),
-    )
+    inp = _input(tmp_path / "in", "x", paths, (3, sum(FILE_ROWS) - 4))
     res = engine.execute_transform(make_request(tmp_path / "out", [inp], query=query))
     assert isinstance(res, TransformResponseSuccess), res
     path = tmp_path / "out" / "data"

@@ -18,7 +18,11 @@ import pyarrow.parquet as pq
 import pytest
 
 from engine.client import EngineClient
-from fbs.model.engine import RawQueryResponseSuccess, TransformResponseSuccess
+from fbs.model.engine import (
+    RawQueryResponseSuccess,
+    TransformRequestInput,
+    TransformResponseSuccess,
+)
 from fbs.model.events import OffsetInterval
 from tests.engine.helpers import (
     BASE_MS,
@@ -62,6 +66,19 @@ def _write_files(folder: Path, name: str, ops: bool = False) -> tuple[list[Path]
     return paths, pa.concat_tables(tables)
 
 
+def _input(
+    folder: Path, name: str, paths: list[Path], interval: tuple[int, int], alias: str = "input"
+) -> TransformRequestInput:
+    """A request input over slices written by `_write_files` into ``folder``."""
+    return make_input(
+        seed=f"{folder.name}/{name}/{alias}".encode(),
+        alias=alias,
+        paths=paths,
+        schema_file=folder / f"{name}-schema",
+        interval=interval,
+    )
+
+
 def _ok(result: object) -> TransformResponseSuccess:
     assert isinstance(result, TransformResponseSuccess), result
     return result
@@ -89,13 +106,7 @@ def test_narrow_query_over_split_files(engine: EngineClient, tmp_path: Path) -> 
     paths, rows = _write_files(tmp_path / "in", "a")
     assert all(pq.ParquetFile(p).metadata.num_row_groups >= 1 for p in paths)
     lo, hi = 150, sum(FILE_ROWS) - 200  # partial first and last slices
-    inp = make_input(
-        seed=b"split",
-        alias="input",
-        paths=paths,
-        schema_file=tmp_path / "in" / "a-schema",
-        interval=(lo, hi),
-    )
+    inp = _input(tmp_path / "in", "a", paths, (lo, hi))
     query = "SELECT event_time, city, population * 2 AS p FROM input WHERE population % 3 <> 0"
     req = make_request(tmp_path / "out", [inp], query=query, next_offset=1000)
     res = _ok(engine.execute_transform(req))
@@ -141,13 +152,7 @@ def test_wide_query_keeps_single_partition_order(engine: EngineClient, tmp_path:
     # A window over the whole input: read as one partition (kamu's semantics), output in
     # the window's order, still written in parallel after the shuffle.
     paths, rows = _write_files(tmp_path / "in", "w")
-    inp = make_input(
-        seed=b"wide",
-        alias="input",
-        paths=paths,
-        schema_file=tmp_path / "in" / "w-schema",
-        interval=(0, sum(FILE_ROWS) - 1),
-    )
+    inp = _input(tmp_path / "in", "w", paths, (0, sum(FILE_ROWS) - 1))
     query = (
         "SELECT event_time, population, "
         "sum(population) OVER (ORDER BY offset ROWS UNBOUNDED PRECEDING) AS running "
@@ -180,20 +185,8 @@ def test_union_and_generate_across_split_inputs(engine: EngineClient, tmp_path: 
     a_paths, a_rows = _write_files(tmp_path / "a", "a")
     b_paths, b_rows = _write_files(tmp_path / "b", "b")
     total = sum(FILE_ROWS)
-    a = make_input(
-        seed=b"ua",
-        alias="a",
-        paths=a_paths,
-        schema_file=tmp_path / "a" / "a-schema",
-        interval=(5, total - 1),
-    )
-    b = make_input(
-        seed=b"ub",
-        alias="b",
-        paths=b_paths,
-        schema_file=tmp_path / "b" / "b-schema",
-        interval=(0, 99),
-    )
+    a = _input(tmp_path / "a", "a", a_paths, (5, total - 1), alias="a")
+    b = _input(tmp_path / "b", "b", b_paths, (0, 99), alias="b")
     query = (
         "SELECT event_time, v FROM (SELECT event_time, explode(array(population, -population)) "
         "AS v FROM a) UNION ALL SELECT event_time, population AS v FROM b"
@@ -211,13 +204,7 @@ def test_union_and_generate_across_split_inputs(engine: EngineClient, tmp_path: 
 @pytest.mark.parametrize("op_name", ["op", "OP"])
 def test_query_op_column_is_copied(engine: EngineClient, tmp_path: Path, op_name: str) -> None:
     paths, rows = _write_files(tmp_path / "in", "o", ops=True)
-    inp = make_input(
-        seed=b"ops",
-        alias="input",
-        paths=paths,
-        schema_file=tmp_path / "in" / "o-schema",
-        interval=(0, sum(FILE_ROWS) - 1),
-    )
+    inp = _input(tmp_path / "in", "o", paths, (0, sum(FILE_ROWS) - 1))
     query = f"SELECT city, op AS {op_name}, event_time FROM input WHERE population % 4 = 0"
     _ok(engine.execute_transform(make_request(tmp_path / "out", [inp], query=query, next_offset=7)))
     out = pq.read_table(tmp_path / "out" / "data")
@@ -231,13 +218,7 @@ def test_query_op_column_is_copied(engine: EngineClient, tmp_path: Path, op_name
 
 def test_empty_output_has_the_full_schema(engine: EngineClient, tmp_path: Path) -> None:
     paths, _ = _write_files(tmp_path / "in", "e")
-    inp = make_input(
-        seed=b"empty",
-        alias="input",
-        paths=paths,
-        schema_file=tmp_path / "in" / "e-schema",
-        interval=(0, sum(FILE_ROWS) - 1),
-    )
+    inp = _input(tmp_path / "in", "e", paths, (0, sum(FILE_ROWS) - 1))
     query = "SELECT event_time, city FROM input WHERE population < 0"
     res = _ok(engine.execute_transform(make_request(tmp_path / "out", [inp], query=query)))
     assert res.new_offset_interval is None
@@ -256,13 +237,7 @@ def test_slices_outside_the_interval_are_not_read(engine: EngineClient, tmp_path
         last.set_column(index, "population", pc.cast(last["population"], pa.string())),
         paths[-1],
     )
-    inp = make_input(
-        seed=b"skip",
-        alias="input",
-        paths=paths,
-        schema_file=tmp_path / "in" / "s-schema",
-        interval=(0, FILE_ROWS[0] + FILE_ROWS[1] - 1),
-    )
+    inp = _input(tmp_path / "in", "s", paths, (0, FILE_ROWS[0] + FILE_ROWS[1] - 1))
     query = "SELECT event_time, population FROM input"
     _ok(engine.execute_transform(make_request(tmp_path / "out", [inp], query=query)))
     out = pq.read_table(tmp_path / "out" / "data")
@@ -272,13 +247,7 @@ def test_slices_outside_the_interval_are_not_read(engine: EngineClient, tmp_path
 
 def test_nested_columns_are_merged(engine: EngineClient, tmp_path: Path) -> None:
     paths, rows = _write_files(tmp_path / "in", "n")
-    inp = make_input(
-        seed=b"nested",
-        alias="input",
-        paths=paths,
-        schema_file=tmp_path / "in" / "n-schema",
-        interval=(0, sum(FILE_ROWS) - 1),
-    )
+    inp = _input(tmp_path / "in", "n", paths, (0, sum(FILE_ROWS) - 1))
     query = (
         "SELECT event_time, named_struct('c', city, 'p', population) AS s, "
         "array(population, population + 1) AS arr, city FROM input"
