@@ -16,8 +16,8 @@ the header must have as many columns as the schema, which is then applied by pos
 
 Memory is bounded by `CSV_BLOCK_BYTES` (pyarrow parses a block at a time; with
 `CSV_USE_THREADS` it converts a block's columns in parallel and reads a few blocks
-ahead). Line numbers in errors count physical lines, except that conversion errors
-assume one record per line (a quoted field spanning lines shifts them).
+ahead). Line numbers in errors count physical lines, also after quoted fields that
+span lines.
 """
 
 from __future__ import annotations
@@ -183,6 +183,35 @@ def _find_bad_row(path: Path, dialect: _Dialect, expected: int) -> ReadError:
     return ReadError(f"malformed CSV row (expected {expected} fields)", path=path)
 
 
+def _record_line(path: Path, dialect: _Dialect, record: int) -> int | None:
+    """Physical line (1-based) where record ``record`` (0-based, blank lines not counted)
+    starts; None if the file cannot be scanned (error path only)."""
+    pycsv.field_size_limit(MAX_DIAGNOSE_FIELD)
+    try:
+        with path.open(encoding=dialect.encoding, newline="") as f:
+            reader = pycsv.reader(
+                f,
+                delimiter=dialect.separator,
+                quotechar=dialect.quote or '"',
+                quoting=pycsv.QUOTE_MINIMAL if dialect.quote else pycsv.QUOTE_NONE,
+                escapechar=dialect.escape,
+                doublequote=dialect.quote is not None,
+                strict=False,
+            )
+            index, consumed = 0, 0
+            for fields in reader:
+                if fields:
+                    if index == record:
+                        # line_num counts the lines consumed so far (a blank line is
+                        # its own empty row): the record starts right after them.
+                        return consumed + 1
+                    index += 1
+                consumed = reader.line_num
+    except (OSError, UnicodeError, pycsv.Error):
+        return None
+    return None
+
+
 def read_csv(
     step: ReadStepCsv, path: Path, schema: pa.Schema | None, batch_rows: int
 ) -> Iterator[pa.RecordBatch]:
@@ -239,7 +268,9 @@ def _stream(
     batch_rows: int,
 ) -> Iterator[pa.RecordBatch]:
     def line_of(row: int) -> int:
-        return row + 1 + skip
+        # Only called for an error: find where that record starts (quoted fields may
+        # span lines), else assume one record per line.
+        return _record_line(path, dialect, row + skip) or row + 1 + skip
 
     try:
         reader = _open(path, dialect, dialect.read_options(names=names, skip_rows=skip), types)

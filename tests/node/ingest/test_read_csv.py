@@ -112,6 +112,23 @@ def test_bad_value_names_file_line_column(tmp_path: Path) -> None:
     assert "'x'" in str(e) and str(p) in str(e)
 
 
+@pytest.mark.parametrize(
+    ("text", "line"),
+    [
+        ('city,pop\n"A\nmulti\nline",1\nB,2\n"C",x\n', 6),
+        ('city,pop\n\n"A\n\nx",1\n\nB,y\n', 7),
+    ],
+)
+def test_bad_value_after_multiline_field_names_physical_line(
+    tmp_path: Path, text: str, line: int
+) -> None:
+    p = _write(tmp_path, text)
+    step = ReadStepCsv(header=True, ddl_schema=("city STRING", "pop BIGINT"))
+    with pytest.raises(ReadError) as info:
+        _read(step, p)
+    assert (info.value.line, info.value.column) == (line, "pop")
+
+
 def test_bad_value_in_later_block_is_located(tmp_path: Path) -> None:
     rows = "".join(f"{i},{i}\n" for i in range(300_000))
     p = _write(tmp_path, "a,b\n" + rows + "7,oops\n")
