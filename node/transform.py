@@ -58,6 +58,7 @@ from fbs.model import (
     DatasetSnapshot,
     DatasetVocabulary,
     DataSlice,
+    DataTypeOption,
     ExecuteTransform,
     ExecuteTransformInput,
     MetadataBlock,
@@ -103,6 +104,7 @@ __all__ = [
     "commit_transform",
     "data_schema_of_output",
     "derivative_order",
+    "evolved_schema",
     "identity_warning",
     "input_plan_from_blocks",
     "pin_engine_version",
@@ -439,7 +441,7 @@ class TransformOutput:
     Attributes:
         plan: the plan it ran.
         event: the ExecuteTransform to append.
-        set_data_schema: the SetDataSchema to append first (first run only).
+        set_data_schema: the SetDataSchema to append first (first run, or an evolution).
         output_schema: the output's schema (always computed, for compatibility checks).
         data_file: the new data file (``None`` when the run produced no records).
         checkpoint_file: the new checkpoint file (``None``: the engine wrote none).
@@ -578,6 +580,38 @@ def schemas_compatible(current: SetDataSchema, output: SetDataSchema) -> bool:
         return False
 
 
+def evolved_schema(current: SetDataSchema, output: SetDataSchema) -> SetDataSchema | None:
+    """The schema that lets ``output`` follow ``current`` by ODF's evolution rules, if any.
+
+    Allowed (rule 12): the same fields with the same types, possibly in another order,
+    plus new fields, which are recorded as optional. Existing fields keep their recorded
+    definitions (Spark's nullability of a column may differ from run to run). None when
+    a field was dropped or changed its type.
+    """
+    if current.schema is None or output.schema is None:
+        return None
+    try:
+        cur_shape, out_shape = dict(_shape(current)), _shape(output)
+    except InputNotReady:
+        return None
+    out_names = {name for name, _ in out_shape}
+    if not cur_shape.keys() <= out_names:
+        return None
+    if any(name in cur_shape and cur_shape[name] != typ for name, typ in out_shape):
+        return None
+    recorded = {f.name: f for f in current.schema.fields}
+    fields = []
+    for f in output.schema.fields:
+        if f.name in recorded:
+            fields.append(recorded[f.name])
+        elif isinstance(f.type, DataTypeOption):
+            fields.append(f)
+        else:
+            fields.append(dataclasses.replace(f, type=DataTypeOption(inner=f.type)))
+    schema = dataclasses.replace(current.schema, fields=tuple(fields))
+    return None if schema == current.schema else SetDataSchema(schema=schema)
+
+
 def run_transform(plan: TransformPlan, engine: EngineClient, work_dir: Path) -> TransformOutput:
     """Run ``plan`` on ``engine``; outputs land in ``work_dir``; nothing is committed.
 
@@ -602,10 +636,15 @@ def run_transform(plan: TransformPlan, engine: EngineClient, work_dir: Path) -> 
     if plan.data_schema is None:
         set_schema = output_schema
     elif not schemas_compatible(plan.data_schema, output_schema):
-        raise IncompatibleSchema(
-            f"{plan.dataset_alias}: the query's output schema {_shape(output_schema)} "
-            f"differs from the dataset's {_shape(plan.data_schema)}"
-        )
+        # New columns (e.g. an input gained an optional column under `SELECT *`) evolve
+        # the schema first; dropped or retyped columns cannot.
+        set_schema = evolved_schema(plan.data_schema, output_schema)
+        if set_schema is None:
+            raise IncompatibleSchema(
+                f"{plan.dataset_alias}: the query's output schema {_shape(output_schema)} "
+                f"differs from the dataset's {_shape(plan.data_schema)}; only added "
+                "columns (recorded as optional) or a new column order can evolve it"
+            )
     interval = response.new_offset_interval
     new_data: DataSlice | None = None
     data_file: Path | None = None

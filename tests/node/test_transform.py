@@ -3,18 +3,35 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from engine.client import EngineClient
 from engine.errors import InvalidQuery
 from engine.process import EngineProcess
+from fbs.arrow_schema import data_schema_from_arrow
 from fbs.did import DatasetId
-from fbs.model import DataTypeOption, DataTypeTimestamp, ExecuteTransform, SetDataSchema
+from fbs.model import (
+    AddPushSource,
+    DatasetKind,
+    DatasetSnapshot,
+    DataTypeOption,
+    DataTypeTimestamp,
+    ExecuteTransform,
+    MergeStrategyAppend,
+    ReadStepParquet,
+    SetDataSchema,
+)
 from node.errors import InputNotReady, NotDerivative
+from node.ingest.pipeline import ingest, read_changelog
+from node.replay import verify_replay
 from node.transform import (
     PullStatus,
     commit_transform,
+    evolved_schema,
     plan_transform,
     pull_derivative,
     run_transform,
@@ -313,3 +330,71 @@ def test_cli_handlers_pull_and_verify(
         cmd_verify_replay(args)
     (report,) = json.loads(capsys.readouterr().out)
     assert not report["ok"] and not report["integrity"] and report["integrityProblem"]
+
+
+def test_output_schema_evolves_when_an_input_gains_a_column(
+    ws: Workspace, tmp_path: Path, engine: EngineClient
+) -> None:
+    src = AddPushSource(source_name="default", read=ReadStepParquet(), merge=MergeStrategyAppend())
+    ws.add_snapshot(DatasetSnapshot(name="src", kind=DatasetKind.Root, metadata=(src,)))
+    ts = pa.timestamp("ms", "UTC")
+
+    def push(name: str, **cols: pa.Array) -> None:
+        path = tmp_path / name
+        pq.write_table(pa.table({"event_time": pa.array([0], ts), **cols}), path)
+        ingest(ws.get("src"), [path])
+
+    push("a.parquet", city=pa.array(["A"]))
+    add_derivative(ws, "all", ["src"], "SELECT * EXCEPT (offset, op, system_time) FROM src")
+    assert pull_derivative(ws, "all", engine=engine).num_records == 1
+    push("b.parquet", city=pa.array(["B"]), area=pa.array([7]))
+    # The new optional column flows through: SetDataSchema, then ExecuteTransform.
+    r = pull_derivative(ws, "all", engine=engine)
+    assert r.status is PullStatus.UPDATED and r.num_records == 1
+    events = [b.event for _h, _r, b in ws.get("all").iter_blocks()][::-1]
+    assert [type(e).__name__ for e in events[-2:]] == ["SetDataSchema", "ExecuteTransform"]
+    schema = events[-2]
+    assert isinstance(schema, SetDataSchema) and schema.schema is not None
+    area = {f.name: f for f in schema.schema.fields}["area"]
+    assert isinstance(area.type, DataTypeOption)
+    t = read_changelog(ws.get("all"))
+    assert t is not None
+    assert t.column("area").to_pylist() == [None, 7]
+    assert t.column("city").to_pylist() == ["A", "B"]
+    assert verify_integrity(ws.get("all")).ok
+    # Replay reproduces both transforms under the schemas in force at their blocks.
+    report = verify_replay(ws, "all", engine=engine)
+    assert report.mismatch is None and report.transforms_replayed == 2
+
+
+def pa_schema(fields: list[tuple[str, str]]) -> pa.Schema:
+    """A schema from short type names (``!`` = not null)."""
+    types = {"ts": pa.timestamp("ms", "UTC"), "str": pa.string(), "i64": pa.int64()}
+    return pa.schema(
+        [pa.field(n, types[t.rstrip("!")], nullable=not t.endswith("!")) for n, t in fields]
+    )
+
+
+def test_evolved_schema_rules() -> None:
+    cur = SetDataSchema(
+        schema=data_schema_from_arrow(pa_schema([("event_time", "ts"), ("city", "str")]))
+    )
+    added = SetDataSchema(
+        schema=data_schema_from_arrow(
+            pa_schema([("event_time", "ts"), ("area", "i64!"), ("city", "str")])
+        )
+    )
+    new = evolved_schema(cur, added)
+    assert new is not None and new.schema is not None
+    fields = {f.name: f for f in new.schema.fields}
+    assert [f.name for f in new.schema.fields] == ["event_time", "area", "city"]
+    assert isinstance(fields["area"].type, DataTypeOption)  # recorded as optional
+    assert cur.schema is not None
+    assert fields["city"] == {f.name: f for f in cur.schema.fields}["city"]
+    dropped = SetDataSchema(schema=data_schema_from_arrow(pa_schema([("event_time", "ts")])))
+    retyped = SetDataSchema(
+        schema=data_schema_from_arrow(pa_schema([("event_time", "ts"), ("city", "i64")]))
+    )
+    assert evolved_schema(cur, dropped) is None
+    assert evolved_schema(cur, retyped) is None
+    assert evolved_schema(cur, cur) is None
