@@ -365,6 +365,18 @@ def merge_parts(
     """
     if not parts:
         raise EngineInternalError("Spark wrote no part files")
+    try:
+        return _merge(parts, target, columns, spark_schema_json)
+    except ThriftError as e:  # a footer whose fields have unexpected types
+        raise EngineInternalError(f"bad Parquet footer in a part file: {e}") from None
+
+
+def _merge(
+    parts: Sequence[Path],
+    target: Path,
+    columns: Sequence[SequenceColumn | int],
+    spark_schema_json: str | None,
+) -> int:
     opened = [_open_part(p) for p in parts]
     first = opened[0]
     schema_bytes = encode_struct(TStruct({2: (T_LIST, TList(T_STRUCT, list(first.schema)))}))

@@ -104,7 +104,7 @@ def _check_system_columns(out: pa.Table, next_offset: int) -> None:
 
 def test_narrow_query_over_split_files(engine: EngineClient, tmp_path: Path) -> None:
     paths, rows = _write_files(tmp_path / "in", "a")
-    assert all(pq.ParquetFile(p).metadata.num_row_groups >= 1 for p in paths)
+    assert pq.ParquetFile(paths[0]).metadata.num_row_groups > 1  # a file spans partitions
     lo, hi = 150, sum(FILE_ROWS) - 200  # partial first and last slices
     inp = _input(tmp_path / "in", "a", paths, (lo, hi))
     query = "SELECT event_time, city, population * 2 AS p FROM input WHERE population % 3 <> 0"

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from engine.errors import EngineInternalError
 from engine.parquet_merge import SequenceColumn, delta_sequence_page, merge_parts, part_files
-from engine.thrift_compact import ThriftError, decode_struct, encode_struct
+from engine.thrift_compact import T_BINARY, ThriftError, decode_struct, encode_struct
 
 INT64 = st.integers(min_value=-(2**62), max_value=2**62)
 
@@ -181,6 +181,17 @@ def test_merge_refuses_bad_input(tmp_path: Path) -> None:
     junk.write_bytes(b"PAR1" + b"\xff" * 40 + (30).to_bytes(4, "little") + b"PAR1")
     with pytest.raises(EngineInternalError, match="footer"):
         merge_parts([junk], tmp_path / "o4", [0])
+    # A footer that decodes but whose fields have the wrong types: typed error, no output.
+    meta, _ = decode_struct(_footer(parts[0]))
+    meta[3] = (T_BINARY, b"not a row count")
+    footer = encode_struct(meta)
+    body = parts[0].read_bytes()
+    n = int.from_bytes(body[-8:-4], "little")
+    odd = tmp_path / "part-00011-w.parquet"
+    odd.write_bytes(body[: -8 - n] + footer + len(footer).to_bytes(4, "little") + b"PAR1")
+    with pytest.raises(EngineInternalError, match="bad Parquet footer"):
+        merge_parts([parts[0], odd], tmp_path / "o7", [0])
+    assert not (tmp_path / "o7").exists()
     overflow = SequenceColumn(name="o", physical="INT32", first=2**31 - 5, step=1)
     with pytest.raises(EngineInternalError, match="overflow"):
         merge_parts(parts, tmp_path / "o5", [overflow, 0])
