@@ -42,7 +42,6 @@ from __future__ import annotations
 
 import enum
 import hashlib
-import json
 import re
 import struct
 from dataclasses import dataclass
@@ -53,6 +52,7 @@ from fbs.errors import FbsError
 from fbs.keys import KeyPair, signature_from_multibase, signature_to_multibase, verify
 from fbs.multiformats import SHA3_256, Multihash, parse_hash
 from fbs.timestamp import Timestamp
+from p2p.canonical_json import canonical_json, load_json
 from p2p.errors import InvalidAttestation
 
 __all__ = [
@@ -247,7 +247,7 @@ class Attestation:
 
     def to_json(self) -> bytes:
         """Canonical JSON bytes (sorted keys, no whitespace, ASCII)."""
-        return _canonical(self.to_dict())
+        return canonical_json(self.to_dict())
 
     @classmethod
     def from_dict(cls, obj: object, *, verify: bool = True) -> Attestation:
@@ -310,15 +310,9 @@ class Attestation:
             InvalidAttestation: larger than `MAX_ATTESTATION_BYTES`, not the canonical
                 JSON of an attestation, or (with ``verify``) a bad signature.
         """
-        if not isinstance(data, bytes | bytearray | memoryview):
-            raise InvalidAttestation(f"attestation must be bytes, got {type(data).__name__}")
-        if len(data) > MAX_ATTESTATION_BYTES:
-            raise InvalidAttestation(f"attestation larger than {MAX_ATTESTATION_BYTES} bytes")
-        raw = bytes(data)
-        try:
-            obj = json.loads(raw.decode("ascii"))
-        except (UnicodeDecodeError, ValueError, RecursionError):
-            raise InvalidAttestation("attestation is not ASCII JSON") from None
+        obj, raw = load_json(
+            data, max_bytes=MAX_ATTESTATION_BYTES, what="attestation", error=InvalidAttestation
+        )
         attestation = cls.from_dict(obj, verify=False)
         if attestation.to_json() != raw:
             raise InvalidAttestation("attestation is not in canonical form")
@@ -333,10 +327,6 @@ class Attestation:
             f"{self.dataset_id.to_did_odf()[:20]}..., #{self.sequence_number} "
             f"{self.block_hash.short()}: {self.verdict}{detail})"
         )
-
-
-def _canonical(obj: dict[str, Any]) -> bytes:
-    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=True).encode("ascii")
 
 
 def _check_values(

@@ -37,10 +37,9 @@ checked by anyone, and a node can refuse the publisher by policy.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import os
 import threading
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
@@ -56,7 +55,7 @@ from p2p.errors import AttestationRejected, DuplicateAttestation, InvalidAttesta
 from p2p.head_store import P2P_DIR
 from storage.errors import StorageError
 from storage.faults import DEFAULT_OPS, FsOps
-from storage.fsutil import FILE_MODE, atomic_write_bytes, ensure_dir, read_bytes_limited
+from storage.fsutil import atomic_write_bytes, ensure_dir, locked_dir, read_bytes_limited
 
 if TYPE_CHECKING:
     from storage.workspace import Workspace
@@ -298,16 +297,8 @@ class AttestationStore:
     def _pending_dir(self, dataset_id: DatasetId) -> Path:
         return self._dataset_dir(dataset_id) / "pending"
 
-    @contextlib.contextmanager
-    def _locked(self) -> Iterator[None]:
-        with self._lock:
-            ensure_dir(self.root, ops=self._ops)
-            fd = os.open(self.root / LOCK_FILE, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, FILE_MODE)
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX)
-                yield
-            finally:
-                os.close(fd)
+    def _locked(self) -> contextlib.AbstractContextManager[None]:
+        return locked_dir(self.root, LOCK_FILE, self._lock, ops=self._ops)
 
     # -- reads ----------------------------------------------------------------------
 

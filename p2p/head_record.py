@@ -27,7 +27,6 @@ verifies the signature by default.
 
 from __future__ import annotations
 
-import json
 import struct
 from dataclasses import dataclass
 from typing import Any, Final
@@ -37,6 +36,7 @@ from fbs.errors import FbsError
 from fbs.keys import KeyPair, signature_from_multibase, signature_to_multibase, verify
 from fbs.multiformats import SHA3_256, Multihash, parse_hash
 from fbs.timestamp import Timestamp
+from p2p.canonical_json import canonical_json, load_json
 from p2p.errors import InvalidHeadRecord
 
 __all__ = [
@@ -135,7 +135,7 @@ class HeadRecord:
 
     def to_json(self) -> bytes:
         """Canonical JSON bytes (sorted keys, no whitespace, ASCII)."""
-        return _canonical(self.to_dict())
+        return canonical_json(self.to_dict())
 
     @classmethod
     def from_dict(cls, obj: object, *, verify: bool = True) -> HeadRecord:
@@ -174,15 +174,9 @@ class HeadRecord:
             InvalidHeadRecord: larger than `MAX_HEAD_RECORD_BYTES`, not canonical JSON of
                 a head record, or (with ``verify``) a signature that does not verify.
         """
-        if not isinstance(data, bytes | bytearray | memoryview):
-            raise InvalidHeadRecord(f"head record must be bytes, got {type(data).__name__}")
-        if len(data) > MAX_HEAD_RECORD_BYTES:
-            raise InvalidHeadRecord(f"head record larger than {MAX_HEAD_RECORD_BYTES} bytes")
-        raw = bytes(data)
-        try:
-            obj = json.loads(raw.decode("ascii"))
-        except (UnicodeDecodeError, ValueError, RecursionError):
-            raise InvalidHeadRecord("head record is not ASCII JSON") from None
+        obj, raw = load_json(
+            data, max_bytes=MAX_HEAD_RECORD_BYTES, what="head record", error=InvalidHeadRecord
+        )
         record = cls.from_dict(obj, verify=False)
         if record.to_json() != raw:
             raise InvalidHeadRecord("head record is not in canonical form")
@@ -195,10 +189,6 @@ class HeadRecord:
             f"HeadRecord({self.dataset_id.to_did_odf()!r}, head={self.head.short()}, "
             f"seq={self.sequence_number})"
         )
-
-
-def _canonical(obj: dict[str, Any]) -> bytes:
-    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=True).encode("ascii")
 
 
 def unsigned_message(

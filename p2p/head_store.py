@@ -28,12 +28,11 @@ from __future__ import annotations
 
 import builtins
 import contextlib
-import fcntl
 import hashlib
 import json
 import os
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
@@ -45,7 +44,7 @@ from p2p.errors import Equivocation, InvalidHeadRecord, NotDescendant, StaleHead
 from p2p.head_record import MAX_HEAD_RECORD_BYTES, HeadRecord
 from storage.errors import StorageError
 from storage.faults import DEFAULT_OPS, FsOps
-from storage.fsutil import FILE_MODE, atomic_write_bytes, ensure_dir, read_bytes_limited
+from storage.fsutil import atomic_write_bytes, ensure_dir, locked_dir, read_bytes_limited
 
 __all__ = [
     "EVIDENCE_DIR",
@@ -182,16 +181,8 @@ class HeadStore:
         # The name is rendered from a parsed DatasetId, never from caller text.
         return self.heads_dir / f"{dataset_id.as_multibase()}.json"
 
-    @contextlib.contextmanager
-    def _locked(self) -> Iterator[None]:
-        with self._lock:
-            ensure_dir(self.root, ops=self._ops)
-            fd = os.open(self.root / LOCK_FILE, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, FILE_MODE)
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX)
-                yield
-            finally:
-                os.close(fd)
+    def _locked(self) -> contextlib.AbstractContextManager[None]:
+        return locked_dir(self.root, LOCK_FILE, self._lock, ops=self._ops)
 
     # -- reads ----------------------------------------------------------------------
 

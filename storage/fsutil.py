@@ -19,11 +19,13 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import fcntl
 import os
 import secrets
 import stat
 import string
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from types import TracebackType
 from typing import BinaryIO, Final
@@ -210,6 +212,30 @@ def open_for_read(path: Path) -> BinaryIO:
         os.close(fd)
         raise
     return os.fdopen(fd, "rb")
+
+
+@contextlib.contextmanager
+def locked_dir(
+    root: Path,
+    lock_name: str,
+    thread_lock: contextlib.AbstractContextManager[object],
+    *,
+    ops: FsOps = DEFAULT_OPS,
+) -> Iterator[None]:
+    """Hold ``thread_lock`` (a Lock or RLock) and an exclusive flock of ``root/lock_name``.
+
+    The thread lock serializes threads of this process (flock is per open file, so two
+    threads would each get it); the flock serializes processes, and the kernel drops it
+    when its holder dies.
+    """
+    with thread_lock:
+        ensure_dir(root, ops=ops)
+        fd = os.open(root / lock_name, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, FILE_MODE)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)
 
 
 def read_bytes_limited(path: Path, max_size: int) -> bytes | None:

@@ -178,11 +178,12 @@ def _pull_network(args: argparse.Namespace, ws: Workspace, ref: str) -> int:
             "it (start `odf node run`, or give a node URL or peer address)\n"
         )
         return EXIT_NOT_FOUND
-    _report(result)
+    report_sync(result)
     return EXIT_OK
 
 
-def _report(result: PullResult) -> None:
+def report_sync(result: PullResult) -> None:
+    """Print the outcome of a pull from peers/nodes (`odf pull`, `odf fetch`)."""
     if result.up_to_date:
         print(f"{result.alias}: up to date at {result.new_head}")
     else:

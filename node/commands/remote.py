@@ -114,19 +114,9 @@ def cmd_fetch(args: argparse.Namespace) -> int:
                 on_progress=progress,
             )
 
-    result = asyncio.run(run())
-    if result.up_to_date:
-        print(f"{result.alias}: up to date at {result.new_head}")
-    else:
-        verb = "Cloned" if result.created else "Updated"
-        signed = " (signed head)" if result.head_record is not None else " (unsigned head)"
-        print(
-            f"{verb} {result.alias} ({result.dataset_id}): {result.blocks_fetched} block(s), "
-            f"{result.objects_fetched} object(s), {result.bytes_fetched} bytes; "
-            f"head {result.new_head}{signed}"
-        )
-    for name in result.dropped:
-        sys.stderr.write(f"odf: warning: dropped source {name}: {result.penalties.get(name)}\n")
+    from node.commands.pull import report_sync
+
+    report_sync(asyncio.run(run()))
     return EXIT_OK
 
 

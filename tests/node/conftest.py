@@ -6,15 +6,18 @@ for the whole test session.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
+from engine.client import EngineClient
 from fbs.arrow_schema import data_schema_from_arrow
 from fbs.model import (
     AddData,
@@ -31,7 +34,7 @@ from fbs.model import (
 )
 from fbs.multiformats import Multihash
 from fbs.timestamp import Timestamp
-from storage.dataset import Dataset
+from storage.dataset import CommitResult, Dataset
 from storage.hashing import logical_hash_parquet, physical_hash_file
 from storage.workspace import Workspace
 
@@ -190,3 +193,28 @@ def transforms_of(ds: Dataset) -> list[ExecuteTransform]:
         for _h, _raw, b in reversed(list(ds.iter_blocks()))
         if isinstance(b.event, ExecuteTransform)
     ]
+
+
+def commit_forged(ws: Workspace, alias: str, engine: EngineClient) -> CommitResult:
+    """Run the transform, double column ``p`` and commit with consistent hashes.
+
+    The forged slice passes every integrity check; only a replay catches it.
+    """
+    from node.transform import commit_transform, plan_transform, run_transform, transform_work_dir
+
+    output = run_transform(plan_transform(ws, alias), engine, transform_work_dir(ws))
+    assert output.data_file is not None and output.event.new_data is not None
+    table = pq.read_table(output.data_file)
+    i = table.schema.get_field_index("p")
+    table = table.set_column(i, "p", pc.multiply(table.column("p"), 2))
+    fake = output.work_dir / "fake.parquet"
+    pq.write_table(table, fake)
+    physical, size = physical_hash_file(fake)
+    slice_ = DataSlice(
+        logical_hash=logical_hash_parquet(fake),
+        physical_hash=physical,
+        offset_interval=output.event.new_data.offset_interval,
+        size=size,
+    )
+    event = dataclasses.replace(output.event, new_data=slice_)
+    return commit_transform(ws, dataclasses.replace(output, event=event, data_file=fake))

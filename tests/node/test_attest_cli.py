@@ -14,8 +14,8 @@ from node.cli_util import EXIT_NOT_FOUND, EXIT_OK, EXIT_VERIFY_FAILED
 from node.commands.attest import verify_with_trust
 from node.transform import pull_derivative
 from storage.workspace import Workspace
-from tests.node.conftest import RootWriter, add_derivative
-from tests.node.test_validator import QUERY, commit_forged
+from tests.node.conftest import RootWriter, add_derivative, commit_forged
+from tests.node.test_validator import QUERY
 
 pytestmark = [pytest.mark.timeout(600)]
 

@@ -2,26 +2,16 @@
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable
 
-import pyarrow.compute as pc
-import pyarrow.parquet as pq
-
 from engine.client import EngineClient
-from fbs.model import DataSlice
 from node.replay import verify_replay
 from node.transform import (
-    commit_transform,
-    plan_transform,
     pull_derivative,
-    run_transform,
-    transform_work_dir,
 )
-from storage.hashing import logical_hash_parquet, physical_hash_file
 from storage.verify import verify_integrity
 from storage.workspace import Workspace
-from tests.node.conftest import RootWriter, add_derivative
+from tests.node.conftest import RootWriter, add_derivative, commit_forged
 
 MakeRoot = Callable[[str], RootWriter]
 QUERY = "SELECT event_time, city, population * 10 AS p FROM src WHERE population > 1"
@@ -57,28 +47,8 @@ def test_forged_slice_with_valid_hashes_is_caught(
     pull_derivative(ws, "forged", engine=engine)  # an honest first block
     src.append([("c", 7)])
 
-    # Second run: swap the engine's output for wrong records, hash them consistently.
-    plan = plan_transform(ws, "forged")
-    output = run_transform(plan, engine, transform_work_dir(ws))
-    assert output.data_file is not None and output.event.new_data is not None
-    table = pq.read_table(output.data_file)
-    i = table.schema.get_field_index("p")
-    table = table.set_column(i, "p", pc.multiply(table.column("p"), 2))
-    fake = output.work_dir / "fake.parquet"
-    pq.write_table(table, fake)
-    physical, size = physical_hash_file(fake)
-    slice_ = DataSlice(
-        logical_hash=logical_hash_parquet(fake),
-        physical_hash=physical,
-        offset_interval=output.event.new_data.offset_interval,
-        size=size,
-    )
-    forged = dataclasses.replace(
-        output,
-        event=dataclasses.replace(output.event, new_data=slice_),
-        data_file=fake,
-    )
-    committed = commit_transform(ws, forged)
+    # Second run: wrong records, hashed consistently.
+    committed = commit_forged(ws, "forged", engine)
 
     assert verify_integrity(ws.get("forged")).ok  # every hash is self-consistent
     report = verify_replay(ws, "forged", engine=engine)

@@ -15,23 +15,16 @@ from collections.abc import Callable
 from pathlib import Path
 
 import aiohttp
-import pyarrow.compute as pc
-import pyarrow.parquet as pq
 import pytest
 from aiohttp import web
 
 from engine.client import EngineClient
 from fbs.keys import KeyPair
-from fbs.model import DataSlice
 from fbs.multiformats import Multihash
 from node.attest_api import add_attestation_routes
 from node.http_api import create_app
 from node.transform import (
-    commit_transform,
-    plan_transform,
     pull_derivative,
-    run_transform,
-    transform_work_dir,
 )
 from node.trust import verify_with_trust
 from node.validator import Validator, load_or_create_validator_key
@@ -40,10 +33,9 @@ from p2p.attestation_store import AttestationStore
 from p2p.errors import IdentityError
 from p2p.http_source import HttpSource, dataset_base_url
 from p2p.sync import pull_dataset
-from storage.hashing import logical_hash_parquet, physical_hash_file
 from storage.verify import verify_integrity
 from storage.workspace import Workspace
-from tests.node.conftest import RootWriter, add_derivative
+from tests.node.conftest import RootWriter, add_derivative, commit_forged
 from tests.p2p.sync_helpers import serve
 
 pytestmark = [pytest.mark.timeout(600)]
@@ -55,26 +47,6 @@ QUERY = "SELECT event_time, city, population * 10 AS p FROM src WHERE population
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
-
-
-def commit_forged(ws: Workspace, alias: str, engine: EngineClient) -> None:
-    """Run the transform, double column ``p`` and commit with consistent hashes."""
-    output = run_transform(plan_transform(ws, alias), engine, transform_work_dir(ws))
-    assert output.data_file is not None and output.event.new_data is not None
-    table = pq.read_table(output.data_file)
-    i = table.schema.get_field_index("p")
-    table = table.set_column(i, "p", pc.multiply(table.column("p"), 2))
-    fake = output.work_dir / "fake.parquet"
-    pq.write_table(table, fake)
-    physical, size = physical_hash_file(fake)
-    slice_ = DataSlice(
-        logical_hash=logical_hash_parquet(fake),
-        physical_hash=physical,
-        offset_interval=output.event.new_data.offset_interval,
-        size=size,
-    )
-    event = dataclasses.replace(output.event, new_data=slice_)
-    commit_transform(ws, dataclasses.replace(output, event=event, data_file=fake))
 
 
 def publish(ws: Workspace, make_root: MakeRoot, engine: EngineClient) -> None:

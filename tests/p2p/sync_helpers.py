@@ -216,3 +216,16 @@ async def raw_http(url_base: str, request_line: str) -> tuple[int, bytes]:
     head, _, body = data.partition(b"\r\n\r\n")
     status = int(head.split(b" ", 2)[1])
     return status, body
+
+
+#: Longest wait for a condition in the network tests (generous for a busy 2-core CI).
+WAIT_S = 45.0
+
+
+async def wait_for(cond: Callable[[], bool], what: str, timeout: float = WAIT_S) -> None:
+    """Poll ``cond`` every 50 ms; fail the test after ``timeout`` seconds."""
+    for _ in range(int(timeout / 0.05)):
+        if cond():
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")

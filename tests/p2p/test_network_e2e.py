@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -26,26 +26,16 @@ from p2p.host import P2PHost
 from storage.errors import DatasetNotFound
 from storage.verify import verify_integrity
 from storage.workspace import Workspace
-from tests.p2p.sync_helpers import add_slices, make_dataset, new_workspace
+from tests.p2p.sync_helpers import add_slices, make_dataset, new_workspace, wait_for
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(90)]
 
-WAIT_S = 30.0
 CFG = NodeConfig(http_port=0, head_poll_interval_s=0.1, pull_retry_delay_s=0.1)
 
 
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
-
-
-async def wait_for(cond: Callable[[], bool], what: str, timeout: float = WAIT_S) -> None:
-    """Poll ``cond`` (bounded)."""
-    for _ in range(int(timeout / 0.05)):
-        if cond():
-            return
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def head_of(ws: Workspace, did: DatasetId) -> Multihash | None:

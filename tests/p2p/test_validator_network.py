@@ -37,8 +37,9 @@ from p2p.attestation_store import AttestationStore
 from p2p.host import HostConfig, P2PHost
 from storage.errors import DatasetNotFound
 from storage.workspace import Workspace
-from tests.node.conftest import RootWriter, add_derivative
-from tests.node.test_validator import QUERY, commit_forged
+from tests.node.conftest import RootWriter, add_derivative, commit_forged
+from tests.node.test_validator import QUERY
+from tests.p2p import sync_helpers
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(240)]
 
@@ -51,13 +52,9 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
+# Validators replay on Spark: allow a slow engine start on a busy machine.
 async def wait_for(cond: Callable[[], bool], what: str, timeout: float = WAIT_S) -> None:
-    """Poll ``cond`` (bounded)."""
-    for _ in range(int(timeout / 0.1)):
-        if cond():
-            return
-        await asyncio.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
+    await sync_helpers.wait_for(cond, what, timeout)
 
 
 @contextlib.asynccontextmanager

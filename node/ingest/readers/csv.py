@@ -157,20 +157,25 @@ def _needs_text(arrow_type: pa.DataType, dialect_date_format: bool) -> bool:
     )
 
 
+def _python_reader(f: Any, dialect: _Dialect) -> Any:
+    """Python's csv reader with the step's dialect (error-diagnosis passes only)."""
+    pycsv.field_size_limit(MAX_DIAGNOSE_FIELD)
+    return pycsv.reader(
+        f,
+        delimiter=dialect.separator,
+        quotechar=dialect.quote or '"',
+        quoting=pycsv.QUOTE_MINIMAL if dialect.quote else pycsv.QUOTE_NONE,
+        escapechar=dialect.escape,
+        doublequote=dialect.quote is not None,
+        strict=False,
+    )
+
+
 def _find_bad_row(path: Path, dialect: _Dialect, expected: int) -> ReadError:
     """Locate the first record with the wrong number of fields (error path only)."""
-    pycsv.field_size_limit(MAX_DIAGNOSE_FIELD)
     try:
         with path.open(encoding=dialect.encoding, newline="") as f:
-            reader = pycsv.reader(
-                f,
-                delimiter=dialect.separator,
-                quotechar=dialect.quote or '"',
-                quoting=pycsv.QUOTE_MINIMAL if dialect.quote else pycsv.QUOTE_NONE,
-                escapechar=dialect.escape,
-                doublequote=dialect.quote is not None,
-                strict=False,
-            )
+            reader = _python_reader(f, dialect)
             for fields in reader:
                 if fields and len(fields) != expected:
                     return ReadError(
@@ -186,18 +191,9 @@ def _find_bad_row(path: Path, dialect: _Dialect, expected: int) -> ReadError:
 def _record_line(path: Path, dialect: _Dialect, record: int) -> int | None:
     """Physical line (1-based) where record ``record`` (0-based, blank lines not counted)
     starts; None if the file cannot be scanned (error path only)."""
-    pycsv.field_size_limit(MAX_DIAGNOSE_FIELD)
     try:
         with path.open(encoding=dialect.encoding, newline="") as f:
-            reader = pycsv.reader(
-                f,
-                delimiter=dialect.separator,
-                quotechar=dialect.quote or '"',
-                quoting=pycsv.QUOTE_MINIMAL if dialect.quote else pycsv.QUOTE_NONE,
-                escapechar=dialect.escape,
-                doublequote=dialect.quote is not None,
-                strict=False,
-            )
+            reader = _python_reader(f, dialect)
             index, consumed = 0, 0
             for fields in reader:
                 if fields:
