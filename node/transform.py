@@ -82,7 +82,7 @@ from node.errors import (
     TransformError,
 )
 from storage.chain import ChainState
-from storage.dataset import CommitResult, Dataset
+from storage.dataset import CommitResult, Dataset, PendingEvent
 from storage.errors import DatasetNotFound, InvalidAlias, RefCASFailed
 from storage.hashing import arrow_rs_schema, logical_hash_parquet, physical_hash_file
 
@@ -692,8 +692,8 @@ def run_transform(plan: TransformPlan, engine: EngineClient, work_dir: Path) -> 
 def commit_transform(ws: Workspace, output: TransformOutput) -> CommitResult:
     """Append the run's SetDataSchema (first run) and ExecuteTransform.
 
-    Both commits are CAS on the plan's head: if anything else was appended meanwhile
-    nothing is written and `RefCASFailed` is raised (re-plan and run again).
+    Both blocks land with one CAS from the plan's head: if anything else was appended
+    meanwhile nothing is written and `RefCASFailed` is raised (re-plan and run again).
 
     Raises:
         RefCASFailed: the head moved since the plan.
@@ -706,17 +706,14 @@ def commit_transform(ws: Workspace, output: TransformOutput) -> CommitResult:
             "checkpoint; nothing to commit"
         )
     ds = ws.get(output.plan.dataset_id)
-    head = output.plan.head
-    when = output.plan.system_time
+    events = [PendingEvent(output.event, output.data_file, output.checkpoint_file)]
     if output.set_data_schema is not None:
-        head = ds.commit(output.set_data_schema, system_time=when, expected_head=head).new_head
-    return ds.commit(
-        output.event,
-        system_time=when,
-        expected_head=head,
-        data_file=output.data_file,
-        checkpoint_file=output.checkpoint_file,
+        events.insert(0, PendingEvent(output.set_data_schema))
+    # One head move: a refused ExecuteTransform leaves no SetDataSchema behind either.
+    results = ds.commit_events(
+        events, system_time=output.plan.system_time, expected_head=output.plan.head
     )
+    return results[-1]
 
 
 # -- pull -------------------------------------------------------------------------------------

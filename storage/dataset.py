@@ -65,6 +65,7 @@ __all__ = [
     "STATE_CACHE_EVERY",
     "CommitResult",
     "Dataset",
+    "PendingEvent",
     "PreparedCommit",
     "as_block_hash",
 ]
@@ -90,6 +91,15 @@ def as_block_hash(value: object) -> Multihash:
     if isinstance(value, str):
         return parse_hash(value, code=SHA3_256)
     return require_object_hash(value)
+
+
+@dataclass(frozen=True, slots=True)
+class PendingEvent:
+    """An event to commit with the files of its new data / checkpoint (if not stored)."""
+
+    event: MetadataEvent
+    data_file: Path | None = None
+    checkpoint_file: Path | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -273,6 +283,33 @@ class Dataset:
             ObjectNotFound: a referenced object that is neither passed nor stored.
             InvalidValue: the event does not fit the block schema.
         """
+        (result,) = self.commit_events(
+            [PendingEvent(event, data_file, checkpoint_file)],
+            system_time=system_time,
+            expected_head=expected_head,
+            block_version=block_version,
+        )
+        return result
+
+    def commit_events(
+        self,
+        events: Sequence[PendingEvent],
+        *,
+        system_time: Timestamp | None = None,
+        expected_head: Multihash | None,
+        block_version: int = DEFAULT_BLOCK_VERSION,
+    ) -> tuple[CommitResult, ...]:
+        """Append one block per event (in order) with a single head move, or nothing.
+
+        Every block is validated against the chain before anything is stored, so e.g. a
+        ``SetDataSchema`` + ``ExecuteTransform`` pair either lands whole or not at all.
+        Raises what `commit` raises; on any error the head has not moved.
+
+        Returns:
+            One result per event; the last one's ``new_head`` is the new head.
+        """
+        if not events:
+            raise InvalidCommit("no events to commit")
         if expected_head is not None:
             expected_head = as_block_hash(expected_head)
         current = self.head()
@@ -283,20 +320,30 @@ class Dataset:
             system_time = Timestamp.now()
             if state is not None and system_time < state.system_time:
                 system_time = state.system_time  # a clock step back must not break rule 4
-        block = MetadataBlock(
-            system_time=system_time,
-            prev_block_hash=expected_head,
-            sequence_number=0 if state is None else state.sequence_number + 1,
-            event=event,
-        )
-        raw = encode_block(block, block_version)
-        h = block_hash(raw)
-        new_state = validate_append(state, block, h)
-        self._stage_objects(event, data_file, checkpoint_file)
-        self.layout.blocks.put(h, raw)
-        self.layout.refs.set_if_equals(HEAD, expected_head, h)
-        self._remember(new_state)
-        return CommitResult(expected_head, h, block, new_state)
+        staged: list[tuple[Multihash, bytes, PendingEvent]] = []
+        results: list[CommitResult] = []
+        prev = expected_head
+        for pending in events:
+            block = MetadataBlock(
+                system_time=system_time,
+                prev_block_hash=prev,
+                sequence_number=0 if state is None else state.sequence_number + 1,
+                event=pending.event,
+            )
+            raw = encode_block(block, block_version)
+            h = block_hash(raw)
+            state = validate_append(state, block, h)
+            staged.append((h, raw, pending))
+            results.append(CommitResult(prev, h, block, state))
+            prev = h
+        for _h, _raw, pending in staged:
+            self._stage_objects(pending.event, pending.data_file, pending.checkpoint_file)
+        for h, raw, _pending in staged:
+            self.layout.blocks.put(h, raw)
+        assert state is not None  # events is non-empty
+        self.layout.refs.set_if_equals(HEAD, expected_head, state.head)
+        self._remember(state)
+        return tuple(results)
 
     def append_block_bytes(self, raw: bytes) -> CommitResult:
         """Append one received block, storing its original bytes (never re-encoded).

@@ -88,7 +88,7 @@ from node.ingest.merge import (
 )
 from node.ingest.writer import SliceWriter, WrittenSlice, slice_schema, write_slice
 from storage.chain import ChainState
-from storage.dataset import Dataset
+from storage.dataset import Dataset, PendingEvent
 from storage.errors import RefCASFailed
 
 if TYPE_CHECKING:
@@ -708,46 +708,41 @@ def _commit_plan(
     explicit_watermark: Timestamp | None,
     system_time: Timestamp,
 ) -> IngestResult:
-    blocks: list[Multihash] = []
-    current = head
-    schema_committed = False
+    # SetDataSchema changes none of the fields an AddData is built from (offsets,
+    # checkpoint, watermark, source state), so both are planned against ``state``.
+    events: list[PendingEvent] = []
     if plan.schema_event is not None:
-        res = dataset.commit(plan.schema_event, system_time=system_time, expected_head=current)
-        current = res.new_head
-        blocks.append(current)
-        schema_committed = True
-        state = res.state
+        events.append(PendingEvent(plan.schema_event))
     written = plan.slice
+    has_data = written is not None and written.num_records > 0
     watermark = _watermark(state, written, explicit_watermark)
     prev_wm = None if state is None else state.last_watermark
     source_changed = source_state is not None and (
         state is None or state.last_source_state != source_state
     )
-    has_data = written is not None and written.num_records > 0
-    if not has_data and not source_changed and watermark == prev_wm:
-        return IngestResult(head, current, blocks=tuple(blocks), schema_committed=schema_committed)
-    event = AddData(
-        prev_checkpoint=None if state is None else state.last_checkpoint,
-        prev_offset=None if state is None else state.last_offset,
-        new_data=written.data_slice() if has_data and written is not None else None,
-        new_watermark=watermark,
-        new_source_state=source_state if source_changed else None,
-    )
-    res = dataset.commit(
-        event,
-        system_time=system_time,
-        expected_head=current,
-        data_file=written.path if has_data and written is not None else None,
-    )
-    blocks.append(res.new_head)
+    added = has_data or source_changed or watermark != prev_wm
+    if added:
+        event = AddData(
+            prev_checkpoint=None if state is None else state.last_checkpoint,
+            prev_offset=None if state is None else state.last_offset,
+            new_data=written.data_slice() if has_data and written is not None else None,
+            new_watermark=watermark,
+            new_source_state=source_state if source_changed else None,
+        )
+        data_file = written.path if has_data and written is not None else None
+        events.append(PendingEvent(event, data_file))
+    if not events:
+        return IngestResult(head, head)
+    # One head move: a refused AddData leaves no SetDataSchema behind either.
+    results = dataset.commit_events(events, system_time=system_time, expected_head=head)
     return IngestResult(
         old_head=head,
-        new_head=res.new_head,
+        new_head=results[-1].new_head,
         num_records=written.num_records if has_data and written is not None else 0,
         offset_interval=written.offset_interval if has_data and written is not None else None,
-        new_watermark=watermark,
-        schema_committed=schema_committed,
-        blocks=tuple(blocks),
+        new_watermark=watermark if added else None,
+        schema_committed=plan.schema_event is not None,
+        blocks=tuple(r.new_head for r in results),
     )
 
 

@@ -32,7 +32,7 @@ from fbs.model import (
 from fbs.multiformats import Multihash
 from fbs.timestamp import Timestamp
 from storage.chain import ChainState
-from storage.dataset import CommitResult, Dataset, PreparedCommit
+from storage.dataset import CommitResult, Dataset, PendingEvent, PreparedCommit
 from storage.errors import (
     ChainRuleViolation,
     CorruptChain,
@@ -169,6 +169,37 @@ def test_invalid_event_writes_nothing(tmp_path: Path) -> None:
     assert ds.head() == head
     assert sorted(os.listdir(ds.layout.data_dir)) == data_dir_before
     assert len(os.listdir(ds.layout.blocks_dir)) == 1
+
+
+def test_commit_events_lands_all_or_nothing(tmp_path: Path) -> None:
+    ds = seeded_dataset(tmp_path)
+    head = ds.head()
+    blocks_before = sorted(os.listdir(ds.layout.blocks_dir))
+    slice_, path = write_parquet(tmp_path / "part.parquet", 0, 3)
+    # The schema block is valid, the AddData after it is not (prev_offset for no data).
+    bad = AddData(prev_offset=7, new_data=slice_)
+    with pytest.raises(ChainRuleViolation):
+        ds.commit_events(
+            [PendingEvent(SCHEMA), PendingEvent(bad, data_file=path)], expected_head=head
+        )
+    assert ds.head() == head
+    assert sorted(os.listdir(ds.layout.blocks_dir)) == blocks_before
+    assert ds.state() is not None and ds.state().data_schema is None  # type: ignore[union-attr]
+    with pytest.raises(InvalidCommit):
+        ds.commit_events([], expected_head=head)
+
+    results = ds.commit_events(
+        [PendingEvent(SCHEMA), PendingEvent(AddData(new_data=slice_), data_file=path)],
+        expected_head=head,
+    )
+    assert [r.old_head for r in results] == [head, results[0].new_head]
+    assert ds.head() == results[1].new_head
+    assert [type(b.event).__name__ for _, _, b in ds.iter_blocks()][:2] == [
+        "AddData",
+        "SetDataSchema",
+    ]
+    assert results[1].state.last_offset == 2
+    assert ds.layout.data.get(slice_.physical_hash) == path.read_bytes()
 
 
 # -- data and checkpoints ----------------------------------------------------------------------

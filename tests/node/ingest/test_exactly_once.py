@@ -160,23 +160,31 @@ KILLER = textwrap.dedent(
     import os, signal, sys
     from pathlib import Path
     from storage.dataset import Dataset
+    from storage.refs import DiskRefStore
     from node.ingest import writer
     point = sys.argv[2]
     calls = {"commit": 0}
-    original_commit = Dataset.commit
+    original_commit = Dataset.commit_events
     original_close = writer.SliceWriter.close
+    original_move = DiskRefStore.set_if_equals
 
     def die():
         os.kill(os.getpid(), signal.SIGKILL)
 
-    def commit(self, event, **kw):
+    def commit(self, events, **kw):
         calls["commit"] += 1
         if point == f"before-commit-{calls['commit']}":
             die()
-        result = original_commit(self, event, **kw)
+        result = original_commit(self, events, **kw)
         if point == f"after-commit-{calls['commit']}":
             die()
         return result
+
+    def move(self, name, old, new):
+        # Blocks and objects are stored; the head has not moved yet.
+        if point == "before-head-move":
+            die()
+        return original_move(self, name, old, new)
 
     def close(self):
         result = original_close(self)
@@ -184,7 +192,8 @@ KILLER = textwrap.dedent(
             die()
         return result
 
-    Dataset.commit = commit
+    Dataset.commit_events = commit
+    DiskRefStore.set_if_equals = move
     writer.SliceWriter.close = close
     from storage.workspace import Workspace
     from node.ingest.pipeline import pull
@@ -195,7 +204,8 @@ KILLER = textwrap.dedent(
 
 @pytest.mark.parametrize(
     "point",
-    ["after-slice", "before-commit-1", "after-commit-1", "before-commit-2", "after-commit-2"],
+    # The schema and the first AddData are one commit (one head move).
+    ["after-slice", "before-commit-1", "before-head-move", "after-commit-1"],
 )
 def test_sigkill_then_rerun(tmp_path: Path, point: str) -> None:
     here = make_base(tmp_path)
