@@ -46,6 +46,7 @@ __all__ = [
     "plan_input",
     "read_input",
     "schema_of_file",
+    "stateful_nodes",
 ]
 
 #: Inputs with at most this many files are read as an ordered union (no sort); larger
@@ -235,13 +236,19 @@ def is_narrow(df: DataFrame) -> bool:
     """True if every node of ``df``'s optimized plan is in `NARROW_PLAN_NODES` and the
     plan is deterministic: output partitions then follow input partitions row by row."""
     plan: Any = df._jdf.queryExecution().optimizedPlan()
-    if not plan.deterministic():
-        return False
+    return bool(plan.deterministic()) and not stateful_nodes(df)
+
+
+def stateful_nodes(df: DataFrame) -> list[str]:
+    """Names of the nodes of ``df``'s optimized plan outside `NARROW_PLAN_NODES`
+    (aggregations, joins, windows, sorts, limits ...), one entry per node."""
+    plan: Any = df._jdf.queryExecution().optimizedPlan()
+    found = []
     stack = [plan]
     while stack:
         node = stack.pop()
         if node.nodeName() not in NARROW_PLAN_NODES:
-            return False
+            found.append(str(node.nodeName()))
         children = node.children()
         stack.extend(children.apply(i) for i in range(children.size()))
-    return True
+    return found

@@ -46,23 +46,34 @@ row order is defined as the order of one partition holding each input in offset 
 from __future__ import annotations
 
 import contextlib
+import tempfile
 import traceback
 from collections.abc import Iterator
+from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
-from engine.checkpoint import read_watermarks, write_checkpoint
+from engine.checkpoint import extract_state, read_watermarks, write_checkpoint
 from engine.errors import EngineInternalError, InvalidQuery
-from engine.inputs import InputPlan, is_narrow, parallel_min_bytes, plan_input, read_input
-from engine.parquet_merge import SequenceColumn
+from engine.inputs import (
+    InputPlan,
+    is_narrow,
+    parallel_min_bytes,
+    plan_input,
+    read_input,
+    stateful_nodes,
+)
+from engine.output import finish_output
 from engine.sql import (
     is_query_error,
     query_steps,
-    quote_identifier,
     register_view,
     run_steps,
     spark_message,
     write_single_parquet,
 )
+from engine.streaming.execute import run_stateful, temporal_sources
+from engine.streaming.rewrite import rewrite_steps
+from engine.streaming.state import StreamState, load_state, save_state
 from fbs.model.engine import (
     TransformRequest,
     TransformRequestInput,
@@ -70,18 +81,16 @@ from fbs.model.engine import (
     TransformResponseInvalidQuery,
     TransformResponseSuccess,
 )
-from fbs.model.events import DatasetVocabulary, OffsetInterval
+from fbs.model.events import OffsetInterval
 from fbs.model.source import SqlQueryStep
 from fbs.timestamp import Timestamp
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
-    from pyspark.sql.types import StructType
 
 __all__ = [
     "MAX_INPUTS",
     "MAX_INPUT_FILES",
-    "OP_APPEND",
     "TransformResult",
     "compute_watermarks",
     "execute_transform",
@@ -91,8 +100,6 @@ TransformResult = (
     TransformResponseSuccess | TransformResponseInvalidQuery | TransformResponseInternalError
 )
 
-#: Operation type written when the query has no ``op`` column.
-OP_APPEND: Final = 0
 #: Most inputs of one transform.
 MAX_INPUTS: Final = 1024
 #: Most data files of one input.
@@ -148,35 +155,61 @@ def compute_watermarks(
 def _execute(session: SparkSession, request: TransformRequest) -> TransformResult:
     steps = query_steps(request.transform)
     _check_request(request)
+    query = rewrite_steps(steps, temporal_sources(request))
     min_bytes = parallel_min_bytes(session)
-    with _reading_inputs():
-        per_input, new_watermark = compute_watermarks(
-            request.query_inputs, request.prev_checkpoint_path or None
-        )
-        plans = [plan_input(inp) for inp in request.query_inputs]
-        split = [p.splittable(min_bytes) for p in plans]
-
-    try:
-        result = _plan_query(session, request, plans, steps, split)
-        if any(split) and not is_narrow(result):
-            result = _plan_query(session, request, plans, steps, [False] * len(plans))
-        out, columns, schema = _finish_output(result, request)
-        num_records = write_single_parquet(out, request.new_data_path, columns, spark_schema=schema)
-    except (EngineInternalError, InvalidQuery):
-        raise
-    except Exception as e:
-        if is_query_error(e):
-            raise InvalidQuery(spark_message(e)) from None
-        raise
-
-    if per_input:
-        write_checkpoint(request.new_checkpoint_path, per_input)
+    scratch = Path(request.new_checkpoint_path).parent
+    scratch.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix=".odf-state-", dir=scratch) as tmp:
+        with _reading_inputs():
+            per_input, new_watermark = compute_watermarks(
+                request.query_inputs, request.prev_checkpoint_path or None
+            )
+            prev = _previous_state(request.prev_checkpoint_path, Path(tmp) / "prev")
+            plans = [plan_input(inp) for inp in request.query_inputs]
+            split = [p.splittable(min_bytes) for p in plans]
+        state_dir = Path(tmp) / "next"
+        try:
+            stateful = prev is not None or bool(query.windows or query.temporal_joins)
+            if not stateful:
+                result = _plan_query(session, request, plans, list(query.steps), split)
+                stateful = bool(stateful_nodes(result))
+            if stateful:
+                run = run_stateful(session, request, query, plans, new_watermark, prev, state_dir)
+                save_state(state_dir, run.state)
+                num_records = run.num_records
+            else:
+                if any(split) and not is_narrow(result):
+                    result = _plan_query(
+                        session, request, plans, list(query.steps), [False] * len(plans)
+                    )
+                out, columns, schema = finish_output(result, request)
+                num_records = write_single_parquet(
+                    out, request.new_data_path, columns, spark_schema=schema
+                )
+        except (EngineInternalError, InvalidQuery):
+            raise
+        except Exception as e:
+            if is_query_error(e):
+                raise InvalidQuery(spark_message(e)) from None
+            raise
+        if per_input or stateful:
+            write_checkpoint(
+                request.new_checkpoint_path, per_input, state_dir if stateful else None
+            )
     interval = (
         OffsetInterval(start=request.next_offset, end=request.next_offset + num_records - 1)
         if num_records > 0
         else None
     )
     return TransformResponseSuccess(new_offset_interval=interval, new_watermark=new_watermark)
+
+
+def _previous_state(path: str | None, into: Path) -> tuple[StreamState, Path] | None:
+    """The stream state of the previous checkpoint, extracted into ``into`` (None: none)."""
+    if not path or not extract_state(path, into):
+        return None
+    state = load_state(into)
+    return None if state is None else (state, into)
 
 
 def _plan_query(
@@ -221,84 +254,3 @@ def _check_request(request: TransformRequest) -> None:
                 f"input {inp.query_alias!r} has {len(inp.data_paths)} files (limit "
                 f"{MAX_INPUT_FILES})"
             )
-
-
-def _finish_output(
-    result: DataFrame, request: TransformRequest
-) -> tuple[DataFrame, list[SequenceColumn | int], StructType]:
-    """Check the query's output; return what Spark writes and how the merge completes it.
-
-    Spark writes the query's columns (with ``op`` first, under the vocabulary's spelling,
-    when the query has one); the merge puts ``offset``, ``op`` (when absent) and
-    ``system_time`` in front as sequences. Also returns the Spark schema of the file.
-    """
-    from pyspark.sql import functions as F
-    from pyspark.sql.types import (
-        DateType,
-        IntegerType,
-        LongType,
-        StructField,
-        StructType,
-        TimestampType,
-    )
-
-    vocab: DatasetVocabulary = request.vocab
-    fields = {f.name.lower(): f for f in result.schema.fields}
-    for name in (vocab.offset_column, vocab.system_time_column):
-        if name.lower() in fields:
-            raise InvalidQuery(
-                f"the query's output has a column {name!r}, which is a system column: rename "
-                "it or configure the dataset vocabulary to use another name"
-            )
-    event_time = fields.get(vocab.event_time_column.lower())
-    if event_time is None:
-        raise InvalidQuery(
-            f"the query's output has no event time column {vocab.event_time_column!r}"
-        )
-    if not isinstance(event_time.dataType, TimestampType | DateType):
-        raise InvalidQuery(
-            f"event time column {vocab.event_time_column!r} must be TIMESTAMP or DATE, got "
-            f"{event_time.dataType.simpleString().upper()}"
-        )
-    op_field = fields.get(vocab.operation_type_column.lower())
-    if op_field is not None and not isinstance(op_field.dataType, IntegerType):
-        raise InvalidQuery(
-            f"operation type column {op_field.name!r} must be INT, got "
-            f"{op_field.dataType.simpleString().upper()}"
-        )
-
-    # Offsets follow the output's row order; Spark's TIMESTAMP_MILLIS writer floors.
-    offset = SequenceColumn(
-        name=vocab.offset_column, physical="INT64", first=request.next_offset, step=1
-    )
-    system_time = SequenceColumn(
-        name=vocab.system_time_column,
-        physical="INT64",
-        first=request.system_time.nanos // 1_000_000,
-        step=0,
-        timestamp_millis=True,
-    )
-    head = [
-        StructField(vocab.offset_column, LongType(), nullable=False),
-        StructField(vocab.operation_type_column, IntegerType(), nullable=op_field is not None),
-        StructField(vocab.system_time_column, TimestampType(), nullable=False),
-    ]
-    if op_field is None:
-        out = result
-        op_column: SequenceColumn | int = SequenceColumn(
-            name=vocab.operation_type_column, physical="INT32", first=OP_APPEND, step=0
-        )
-        first_copied = 0
-    else:
-        head[1] = StructField(vocab.operation_type_column, IntegerType(), op_field.nullable)
-        rest = [c for c in result.columns if c != op_field.name]
-        # Written under the vocabulary's spelling even if the query used another case.
-        out = result.select(
-            F.col(quote_identifier(op_field.name)).alias(vocab.operation_type_column),
-            *[F.col(quote_identifier(c)) for c in rest],
-        )
-        op_column = 0
-        first_copied = 1
-    copied = list(range(first_copied, len(out.columns)))
-    schema = StructType([*head, *out.schema.fields[first_copied:]])
-    return out, [offset, op_column, system_time, *copied], schema

@@ -1,0 +1,440 @@
+"""Run a stateful query incrementally: retain, recompute, emit what became final or changed.
+
+A streaming query must give, folded, the same answer however its input was split into
+runs. Spark's batch engine answers a query over a set of rows; this executor makes each run
+a batch over *the rows the query still needs* (kept in the checkpoint) plus the new input,
+and emits the part of that answer that is new. Two modes, chosen from the query's plan:
+
+**Window** (`MODE_WINDOW`): one input, one group window over its event time, no other
+stateful operator (the spec's own example, and the bulk of real pipelines). A window's row
+is emitted once the watermark reaches the window's end (Flink: at ``end - 1 ms``), exactly
+once, with the complete aggregate; nothing is emitted twice because only windows ending
+after the previous frontier are kept. The checkpoint holds only the input rows of windows
+still open (rows with event time >= the start of the oldest open window), so state and
+run time follow the open windows, not the history. Rows arriving for a window already
+emitted are late: they are dropped, as Flink drops them.
+
+**Changelog** (`MODE_CHANGELOG`): everything else -- top-N, aggregations without windows,
+OVER windows, interval and temporal-table joins, chains of them. The checkpoint holds every
+input row and the *live* output (rows emitted and not retracted, with their offsets). Each
+run recomputes the query, keeps the rows that are final by the watermark (see below), and
+emits the multiset difference to the live output: retractions (``op`` = 1, ``-R``, in the
+order of the offsets they were emitted at, every data column repeated) then appends
+(``op`` = 0, in the query's output order). Folded, the output is always the query's batch
+answer over all input so far (RFC-015's changelog; the ``-R``/``+A`` form kamu's
+leaderboard example expects). State grows with the input (documented limit).
+
+Finality (both modes): with ``W`` the output watermark (min over the inputs) and ``H`` the
+hold-back (the longest interval of an interval-join condition, as Flink holds its
+watermark back by the join's bound), a row is final when its window end (for windowed
+results) or its event time (otherwise) is ``<= W - H``. Rows not yet final are not
+emitted; before every input has a watermark nothing is.
+
+Inputs: each input's view is the retained rows followed by the new rows, in offset order,
+as one partition (so every run sees the same row order and replay is deterministic).
+Temporal tables get a versions view (see `engine.streaming.rewrite`). The input ``op``
+column is a plain column to the query (as in Flink); a stateful query's output must not
+have one, the engine derives it.
+
+Query changes (Migrate Query): the state records the query's fingerprint. A new query
+starts from the carried-over retained rows and frontier; in changelog mode its first run
+emits the difference between the old live output and the new answer, so the output's
+folded state becomes the new query's answer without a gap or a duplicate.
+"""
+
+from __future__ import annotations
+
+import math
+import shutil
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final
+
+from engine.errors import InvalidQuery
+from engine.inputs import InputPlan, read_input, stateful_nodes
+from engine.output import OP_APPEND, finish_output
+from engine.sql import quote_identifier, register_view, run_steps, write_single_parquet
+from engine.streaming.rewrite import (
+    HIDDEN_PREFIX,
+    VALID_TO_COLUMN,
+    WINDOW_END_COLUMN,
+    RewrittenQuery,
+    TemporalSource,
+)
+from engine.streaming.state import (
+    MODE_CHANGELOG,
+    MODE_WINDOW,
+    OFFSET_COLUMN,
+    StreamState,
+)
+from fbs.model.engine import TransformRequest, TransformRequestInput
+from fbs.timestamp import Timestamp
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame, SparkSession
+    from pyspark.sql.types import StructType
+
+__all__ = [
+    "OP_RETRACT",
+    "StatefulRun",
+    "run_stateful",
+    "temporal_sources",
+    "versions_view_name",
+]
+
+#: ``op`` of a retracted row (``-R``).
+OP_RETRACT: Final = 1
+#: Plan nodes a window-mode query may have besides the narrow ones (``Expand``: hopping).
+_WINDOW_NODES: Final = frozenset({"Aggregate", "Expand"})
+_ROW_INDEX: Final = "__odf_row_index"
+_DUP_INDEX: Final = "__odf_dup_index"
+
+
+@dataclass(frozen=True, slots=True)
+class StatefulRun:
+    """The outcome of one stateful run: rows written and the state to checkpoint."""
+
+    num_records: int
+    state: StreamState
+
+
+def versions_view_name(index: int) -> str:
+    """Name of the versions view of the ``index``-th input."""
+    return f"{HIDDEN_PREFIX}versions_{index}"
+
+
+def temporal_sources(request: TransformRequest) -> dict[str, TemporalSource]:
+    """The request's ``temporalTables`` by lower-case query and dataset alias.
+
+    Raises:
+        InvalidQuery: a temporal table that names no input or has no primary key.
+    """
+    tables = request.transform.temporal_tables or ()
+    out: dict[str, TemporalSource] = {}
+    for table in tables:
+        name = table.name.lower()
+        matches = [
+            i
+            for i, inp in enumerate(request.query_inputs)
+            if name in (inp.query_alias.lower(), inp.dataset_alias.lower())
+        ]
+        if not matches:
+            raise InvalidQuery(f"temporal table {table.name!r} is not an input of the transform")
+        if not table.primary_key:
+            raise InvalidQuery(f"temporal table {table.name!r} needs a primary key")
+        inp = request.query_inputs[matches[0]]
+        source = TemporalSource(
+            versions_view=versions_view_name(matches[0]),
+            event_time_column=inp.vocab.event_time_column,
+            primary_key=tuple(table.primary_key),
+        )
+        out[inp.query_alias.lower()] = source
+        out[inp.dataset_alias.lower()] = source
+    return out
+
+
+def run_stateful(
+    session: SparkSession,
+    request: TransformRequest,
+    query: RewrittenQuery,
+    plans: Sequence[InputPlan],
+    watermark: Timestamp | None,
+    prev: tuple[StreamState, Path] | None,
+    state_dir: Path,
+) -> StatefulRun:
+    """Run ``query`` over the retained rows of ``prev`` plus the new input.
+
+    Writes the output file at ``request.new_data_path`` and the new state's Parquet files
+    into ``state_dir``; returns the state to save beside them.
+
+    Raises:
+        InvalidQuery: bad output columns, or an ``op`` column in the query's output.
+        pyspark errors: Spark failures (the caller classifies them).
+    """
+    views = _register_inputs(session, request, plans, prev)
+    result = run_steps(session, list(query.steps))
+    _check_output(result, request)
+    mode = _mode(request, query, result)
+    gate_us = None if watermark is None else _micros(watermark) - query.hold_back_us
+    prev_state = prev[0] if prev else None
+    frontier = prev_state.frontier_us if prev_state else None
+    final = _final_rows(result, request, gate_us, frontier if mode == MODE_WINDOW else None)
+
+    live: DataFrame | None = None
+    if mode == MODE_CHANGELOG and prev is not None and prev[0].has_output:
+        live = session.read.parquet(str(prev[1] / "output"))
+    out, retracted = _changes(final, live, mode)
+    columns, schema = _output_layout(out, request)
+    num = write_single_parquet(out, request.new_data_path, columns, spark_schema=schema)
+
+    new_frontier = gate_us if gate_us is not None else frontier
+    inputs = _save_inputs(request, query, views, mode, new_frontier, state_dir)
+    has_output = False
+    if mode == MODE_CHANGELOG:
+        has_output = _save_live(session, request, live, retracted, result, state_dir)
+    state = StreamState(
+        fingerprint=query.fingerprint,
+        mode=mode,
+        frontier_us=new_frontier,
+        inputs=inputs,
+        has_output=has_output,
+    )
+    return StatefulRun(num_records=num, state=state)
+
+
+# -- inputs -----------------------------------------------------------------------------------
+
+
+def _register_inputs(
+    session: SparkSession,
+    request: TransformRequest,
+    plans: Sequence[InputPlan],
+    prev: tuple[StreamState, Path] | None,
+) -> list[DataFrame]:
+    """Register every input as retained + new rows (one partition); return the views."""
+    views = []
+    temporal = temporal_sources(request)
+    for inp, plan in zip(request.query_inputs, plans, strict=True):
+        df = read_input(session, inp, plan, parallel=False)
+        retained = None
+        if prev is not None:
+            folder = prev[0].input_dir(prev[1], inp.dataset_id.as_multibase())
+            if folder is not None and any(folder.glob("*.parquet")):
+                retained = session.read.parquet(str(folder))
+        if retained is not None:
+            df = retained.unionByName(df, allowMissingColumns=True)
+        df = df.coalesce(1)
+        views.append(df)
+        register_view(df, inp.query_alias)
+        source = temporal.get(inp.query_alias.lower())
+        if source is not None:
+            register_view(_versions(df, inp, source), source.versions_view)
+    return views
+
+
+def _versions(df: DataFrame, inp: TransformRequestInput, source: TemporalSource) -> DataFrame:
+    """``df`` with `VALID_TO_COLUMN`: the event time of the key's next change (NULL: none).
+
+    Retractions (``op`` 1 and 2) end a version and are no version themselves.
+    """
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    et = F.col(quote_identifier(source.event_time_column))
+    offset = F.col(quote_identifier(inp.vocab.offset_column))
+    op = F.col(quote_identifier(inp.vocab.operation_type_column))
+    keys = [F.col(quote_identifier(k)) for k in source.primary_key]
+    w = Window.partitionBy(*keys).orderBy(et, offset)
+    return df.withColumn(VALID_TO_COLUMN, F.lead(et).over(w)).where(op.isNull() | ~op.isin(1, 2))
+
+
+# -- query analysis ---------------------------------------------------------------------------
+
+
+def _check_output(result: DataFrame, request: TransformRequest) -> None:
+    vocab = request.vocab
+    names = {f.name.lower() for f in result.schema.fields}
+    if vocab.operation_type_column.lower() in names:
+        raise InvalidQuery(
+            f"a stateful query must not output the operation type column "
+            f"{vocab.operation_type_column!r}: the engine derives it (appends and retractions)"
+        )
+    finish_output(_visible(result), request)  # raises InvalidQuery for bad columns
+
+
+def _mode(request: TransformRequest, query: RewrittenQuery, result: DataFrame) -> str:
+    """`MODE_WINDOW` when only a group window over the single input's event time is
+    stateful; `MODE_CHANGELOG` otherwise."""
+    if (
+        len(request.query_inputs) != 1
+        or len(query.windows) != 1
+        or query.temporal_joins
+        or query.hold_back_us
+        or WINDOW_END_COLUMN not in result.columns
+    ):
+        return MODE_CHANGELOG
+    nodes = stateful_nodes(result)
+    if not set(nodes) <= _WINDOW_NODES or nodes.count("Aggregate") != 1:
+        return MODE_CHANGELOG
+    column = query.windows[0].time_expr.split(".")[-1].strip().strip("`").lower()
+    event_time = request.query_inputs[0].vocab.event_time_column.lower()
+    return MODE_WINDOW if column == event_time else MODE_CHANGELOG
+
+
+# -- emission ---------------------------------------------------------------------------------
+
+
+def _final_rows(
+    result: DataFrame, request: TransformRequest, gate_us: int | None, after_us: int | None
+) -> DataFrame:
+    """The rows of ``result`` that are final (hidden columns dropped, `_ROW_INDEX` added).
+
+    Window results are final when their window ended by the gate, others when their event
+    time is at or before it; ``after_us`` excludes windows emitted by earlier runs.
+    """
+    from pyspark.sql import functions as F
+
+    indexed = result.withColumn(_ROW_INDEX, F.monotonically_increasing_id())
+    if gate_us is None:
+        return _visible(indexed).where(F.lit(False))
+    if WINDOW_END_COLUMN in result.columns:
+        # Flink fires a window at end - 1 ms; with millisecond watermarks that is end <= W.
+        time = F.col(WINDOW_END_COLUMN)
+    else:
+        time = F.col(quote_identifier(request.vocab.event_time_column))
+    cond = time <= _ts(gate_us)
+    if after_us is not None:
+        cond = cond & (time > _ts(after_us))
+    return _visible(indexed.where(cond))
+
+
+def _changes(final: DataFrame, live: DataFrame | None, mode: str) -> tuple[DataFrame, DataFrame]:
+    """The rows to write (``op`` first) and the retracted live rows (with their offsets)."""
+    from pyspark.sql import functions as F
+
+    data = [c for c in final.columns if c != _ROW_INDEX]
+    if mode == MODE_WINDOW or live is None:
+        adds = final.orderBy(_ROW_INDEX).select(
+            F.lit(OP_APPEND).cast("int").alias("op"), *[_col(c) for c in data]
+        )
+        return adds, final.sparkSession.createDataFrame([], f"{OFFSET_COLUMN} long")
+    keys = [f"c{i}" for i in range(len(data))]
+    cand = _dup_indexed(
+        final.select(
+            *[_col(c).alias(k) for c, k in zip(data, keys, strict=True)], F.col(_ROW_INDEX)
+        ),
+        keys,
+        F.col(_ROW_INDEX),
+    )
+    old = _dup_indexed(
+        live.select(
+            *[_col(c).alias(k) for c, k in zip(data, keys, strict=True)], F.col(OFFSET_COLUMN)
+        ),
+        keys,
+        F.col(OFFSET_COLUMN),
+    )
+    on = [cand[k].eqNullSafe(old[k]) for k in [*keys, _DUP_INDEX]]
+    cond = on[0]
+    for c in on[1:]:
+        cond = cond & c
+    retract = old.join(cand, cond, "left_anti")
+    adds = cand.join(old, cond, "left_anti")
+    renamed = [F.col(k).alias(c) for k, c in zip(keys, data, strict=True)]
+    out = (
+        retract.orderBy(OFFSET_COLUMN)
+        .select(F.lit(OP_RETRACT).cast("int").alias("op"), *renamed)
+        .unionByName(
+            adds.orderBy(_ROW_INDEX).select(F.lit(OP_APPEND).cast("int").alias("op"), *renamed)
+        )
+    )
+    return out, retract.select(OFFSET_COLUMN)
+
+
+def _dup_indexed(df: DataFrame, keys: list[str], order: Column) -> DataFrame:
+    """Number equal rows 1, 2, ... so that a multiset difference becomes an anti-join."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    w = Window.partitionBy(*[F.col(k) for k in keys]).orderBy(order)
+    return df.withColumn(_DUP_INDEX, F.row_number().over(w))
+
+
+def _output_layout(out: DataFrame, request: TransformRequest) -> tuple[list[Any], StructType]:
+    """The merge's columns and the Spark schema of the output file (see `finish_output`)."""
+    renamed = out.withColumnRenamed("op", request.vocab.operation_type_column)
+    _, columns, schema = finish_output(renamed, request)
+    return columns, schema
+
+
+# -- state ------------------------------------------------------------------------------------
+
+
+def _save_inputs(
+    request: TransformRequest,
+    query: RewrittenQuery,
+    views: list[DataFrame],
+    mode: str,
+    frontier_us: int | None,
+    state_dir: Path,
+) -> dict[str, str]:
+    """Write the rows each input still needs; return folder name -> dataset ID."""
+    from pyspark.sql import functions as F
+
+    inputs = {}
+    for index, (inp, df) in enumerate(zip(request.query_inputs, views, strict=True)):
+        keep = df
+        if mode == MODE_WINDOW and frontier_us is not None:
+            w = query.windows[0]
+            oldest_open = (math.floor((frontier_us - w.size_us) / w.slide_us) + 1) * w.slide_us
+            et = F.col(quote_identifier(inp.vocab.event_time_column))
+            keep = df.where(et >= _ts(oldest_open))
+        name = f"input-{index}"
+        _write_parquet(keep, state_dir / name)
+        inputs[name] = inp.dataset_id.as_multibase()
+    return inputs
+
+
+def _save_live(
+    session: SparkSession,
+    request: TransformRequest,
+    live: DataFrame | None,
+    retracted: DataFrame,
+    result: DataFrame,
+    state_dir: Path,
+) -> bool:
+    """Write the new live output: the old one minus retractions, plus this run's appends."""
+    from pyspark.sql import functions as F
+
+    vocab = request.vocab
+    data = [c for c in _visible(result).columns]
+    written = session.read.parquet(request.new_data_path)
+    op = F.col(quote_identifier(vocab.operation_type_column))
+    appended = written.where(op == OP_APPEND).select(
+        *[_col(c) for c in data],
+        F.col(quote_identifier(vocab.offset_column)).alias(OFFSET_COLUMN),
+    )
+    new_live = appended
+    if live is not None:
+        kept = live.join(retracted, OFFSET_COLUMN, "left_anti").select(
+            *[_col(c) for c in data], F.col(OFFSET_COLUMN)
+        )
+        new_live = kept.unionByName(appended)
+    _write_parquet(new_live.orderBy(OFFSET_COLUMN), state_dir / "output")
+    return True
+
+
+def _write_parquet(df: DataFrame, folder: Path) -> None:
+    """Write ``df`` as one Parquet file in ``folder`` (Spark's markers removed)."""
+    df.coalesce(1).write.mode("overwrite").parquet(str(folder))
+    for p in folder.iterdir():
+        if not p.name.endswith(".parquet"):
+            if p.is_dir():
+                shutil.rmtree(p)
+            else:
+                p.unlink()
+
+
+# -- helpers ----------------------------------------------------------------------------------
+
+
+def _visible(df: DataFrame) -> DataFrame:
+    """``df`` without the rewrite's hidden columns (the row index is kept)."""
+    hidden = [c for c in df.columns if c.startswith(HIDDEN_PREFIX) and c != _ROW_INDEX]
+    return df.drop(*hidden) if hidden else df
+
+
+def _col(name: str) -> Column:
+    from pyspark.sql import functions as F
+
+    return F.col(quote_identifier(name))
+
+
+def _ts(micros: int) -> Column:
+    from pyspark.sql import functions as F
+
+    return F.timestamp_micros(F.lit(micros))
+
+
+def _micros(ts: Timestamp) -> int:
+    return ts.nanos // 1_000
