@@ -36,6 +36,7 @@ __all__ = [
     "MAX_ORDERED_UNION_FILES",
     "NARROW_PLAN_NODES",
     "PARALLEL_MIN_BYTES",
+    "PARTITIONING_PLAN_NODES",
     "PARALLEL_MIN_BYTES_CONF",
     "SCHEMA_CACHE_SIZE",
     "InputPlan",
@@ -69,6 +70,8 @@ _SCHEMA_CACHE_LOCK: Final = threading.Lock()
 NARROW_PLAN_NODES: Final = frozenset(
     {"Project", "Filter", "Union", "LogicalRelation", "LocalRelation", "Generate"}
 )
+#: Plan nodes that only move rows between partitions (``coalesce``, ``DISTRIBUTE BY``).
+PARTITIONING_PLAN_NODES: Final = frozenset({"Repartition", "RepartitionByExpression"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -236,13 +239,18 @@ def is_narrow(df: DataFrame) -> bool:
     """True if every node of ``df``'s optimized plan is in `NARROW_PLAN_NODES` and the
     plan is deterministic: output partitions then follow input partitions row by row."""
     plan: Any = df._jdf.queryExecution().optimizedPlan()
-    return bool(plan.deterministic()) and not stateful_nodes(df)
+    return bool(plan.deterministic()) and not _wide_nodes(plan)
 
 
 def stateful_nodes(df: DataFrame) -> list[str]:
-    """Names of the nodes of ``df``'s optimized plan outside `NARROW_PLAN_NODES`
-    (aggregations, joins, windows, sorts, limits ...), one entry per node."""
+    """Names of the nodes of ``df``'s optimized plan that make a query stateful across
+    runs (aggregations, joins, windows, sorts, limits ...), one entry per node.
+    Repartitioning is not state: it changes partitions, not results."""
     plan: Any = df._jdf.queryExecution().optimizedPlan()
+    return [n for n in _wide_nodes(plan) if n not in PARTITIONING_PLAN_NODES]
+
+
+def _wide_nodes(plan: Any) -> list[str]:
     found = []
     stack = [plan]
     while stack:

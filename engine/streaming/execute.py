@@ -28,7 +28,8 @@ Finality (both modes): with ``W`` the output watermark (min over the inputs) and
 hold-back (the longest interval of an interval-join condition, as Flink holds its
 watermark back by the join's bound), a row is final when its window end (for windowed
 results) or its event time (otherwise) is ``<= W - H``. Rows not yet final are not
-emitted; before every input has a watermark nothing is.
+emitted. Before every input has a watermark no window closes, while changelog rows are
+emitted as they are (and corrected later if need be).
 
 Inputs: each input's view is the retained rows followed by the new rows, in offset order,
 as one partition (so every run sees the same row order and replay is deterministic).
@@ -277,7 +278,10 @@ def _final_rows(
 
     indexed = result.withColumn(_ROW_INDEX, F.monotonically_increasing_id())
     if gate_us is None:
-        return _visible(indexed).where(F.lit(False))
+        # No watermark yet: a window can never close without one, while any other row
+        # is emitted now and corrected later if need be (the output stays the answer).
+        none = WINDOW_END_COLUMN in result.columns
+        return _visible(indexed.where(F.lit(False)) if none else indexed)
     if WINDOW_END_COLUMN in result.columns:
         # Flink fires a window at end - 1 ms; with millisecond watermarks that is end <= W.
         time = F.col(WINDOW_END_COLUMN)
