@@ -137,8 +137,19 @@ def cmd_add(args: argparse.Namespace) -> int:
             snapshots.append(load_snapshot_yaml(text))
         except ManifestError as e:
             raise ManifestError(f"{path}: {e}") from None
-    from node.transform import pin_engine_version
+    from node.transform import foreign_engines, pin_engine_version, retarget_engine
 
+    engine = getattr(args, "engine", None)
+    if engine is not None:
+        snapshots = [retarget_engine(snap, engine) for snap in snapshots]
+    for path, snap in zip(args.manifest, snapshots, strict=True):
+        # Refused before anything is added: the transform would only fail at pull/ingest.
+        foreign = foreign_engines(snap)
+        if foreign:
+            raise ManifestError(
+                f"{path}: {snap.name}: transform engine {foreign[0]!r} is not available "
+                "(this node runs spark); add it with --engine spark to run it on Spark"
+            )
     for snap in snapshots:
         # Derivative datasets record the engine identity their transform was written for.
         ds = ws.add_snapshot(pin_engine_version(snap))
@@ -430,6 +441,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = cmd("add", cmd_add, "add datasets from DatasetSnapshot manifests")
     p.add_argument("manifest", nargs="+", help="manifest files (YAML), or - for stdin")
+    p.add_argument(
+        "--engine",
+        choices=["spark"],
+        default=None,
+        help="run every SQL transform on this engine, whatever engine the manifest names "
+        "(e.g. kamu's flink/risingwave/datafusion manifests on Spark)",
+    )
 
     p = cmd("list", cmd_list, "list datasets in the workspace")
     _add_format(p, OUTPUT_FORMATS, "table")

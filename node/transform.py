@@ -55,6 +55,7 @@ from fbs.did import DatasetId
 from fbs.errors import FbsError
 from fbs.model import (
     AddData,
+    AddPushSource,
     DatasetSnapshot,
     DatasetVocabulary,
     DataSlice,
@@ -63,6 +64,7 @@ from fbs.model import (
     ExecuteTransformInput,
     MetadataBlock,
     SetDataSchema,
+    SetPollingSource,
     SetTransform,
     SetVocab,
     TransformRequest,
@@ -105,11 +107,13 @@ __all__ = [
     "data_schema_of_output",
     "derivative_order",
     "evolved_schema",
+    "foreign_engines",
     "identity_warning",
     "input_plan_from_blocks",
     "pin_engine_version",
     "plan_transform",
     "pull_derivative",
+    "retarget_engine",
     "run_transform",
     "schemas_compatible",
     "transform_work_dir",
@@ -156,6 +160,58 @@ def pin_engine_version(snapshot: DatasetSnapshot) -> DatasetSnapshot:
         ):
             identity = identity or engine_identity()
             event = dataclasses.replace(event, transform=dataclasses.replace(t, version=identity))
+            changed = True
+        events.append(event)
+    return dataclasses.replace(snapshot, metadata=tuple(events)) if changed else snapshot
+
+
+def _sql_transforms(event: object) -> list[TransformSql]:
+    """The SQL transforms an event runs: a derivative's transform, a source's preprocess."""
+    if isinstance(event, SetTransform):
+        t: object = event.transform
+    elif isinstance(event, AddPushSource | SetPollingSource):
+        t = event.preprocess
+    else:
+        return []
+    return [t] if isinstance(t, TransformSql) else []
+
+
+def foreign_engines(snapshot: DatasetSnapshot) -> list[str]:
+    """Engine names of ``snapshot``'s SQL transforms that are not this node's Spark engine.
+
+    Derivative transforms and source preprocess steps both run on Spark here, so a
+    manifest naming another engine (kamu's ``flink``, ``risingwave``, ``datafusion``)
+    would only fail later, at ``odf pull`` / ``odf ingest``.
+    """
+    from engine.spark import ENGINE_NAME
+
+    names: list[str] = []
+    for event in snapshot.metadata:
+        for t in _sql_transforms(event):
+            if t.engine.lower() != ENGINE_NAME and t.engine not in names:
+                names.append(t.engine)
+    return names
+
+
+def retarget_engine(snapshot: DatasetSnapshot, engine: str) -> DatasetSnapshot:
+    """``snapshot`` with every SQL transform's ``engine`` set to ``engine``.
+
+    Covers ``SetTransform`` and the ``preprocess`` of push/polling sources. A transform
+    moved to another engine loses its ``version`` (it named the old engine's release);
+    `pin_engine_version` then records the identity of the engine that really runs it.
+    Everything else (queries, temporal tables, inputs) is kept as written.
+    """
+    events = []
+    changed = False
+    for event in snapshot.metadata:
+        for t in _sql_transforms(event):
+            if t.engine == engine:
+                continue
+            moved = dataclasses.replace(t, engine=engine, version=None)
+            if isinstance(event, SetTransform):
+                event = dataclasses.replace(event, transform=moved)
+            elif isinstance(event, AddPushSource | SetPollingSource):
+                event = dataclasses.replace(event, preprocess=moved)
             changed = True
         events.append(event)
     return dataclasses.replace(snapshot, metadata=tuple(events)) if changed else snapshot
