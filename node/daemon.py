@@ -1427,6 +1427,8 @@ class NodeDaemon:
                 "duplicates": self.gossip.duplicates,
                 "droppedDeliveries": self.host.dropped_deliveries,
             },
+            # Supervised restarts, last unexpected stop, hostile input contained.
+            "libp2p": self.host.status(),
             "attestations": {
                 **self.attestation_stats,
                 "gossipRejected": self.attestation_gossip.rejected,

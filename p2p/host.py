@@ -37,6 +37,21 @@ own messages, which are filtered out unless ``deliver_own=True``; reads at end o
 stream raise ``StreamEOF`` instead of returning ``b""`` (`AsyncioStream.read` maps it
 to ``b""``).
 
+Hostile input: py-libp2p 0.8.1 lets an exception from a stream handler or a pubsub
+task stop the whole host (one malformed ``/meshsub`` frame did). `p2p.pubsub_guard`
+contains it: `GuardedPubsub` replaces ``Pubsub``, the other built-in handlers (identify,
+ping) are wrapped by `guard_stream_handlers`, and ours by `P2PHost._wrap_handler`; a
+failure resets only its stream (and penalises the peer where the input was at fault).
+
+Supervision: should the trio thread end anyway without `stop` (an escape not contained
+above), the host restarts itself after `HostConfig.restart_delay_s` (doubled after each
+restart that did not stay up `RESTART_STABLE_AFTER_S`, at most
+`HostConfig.restart_max_delay_s`): same identity, the addresses it was bound to (so
+advertised addresses stay valid), the same stream handlers and subscriptions, and it
+redials the bootstrap peers and the addresses `connect` reached. One log line says why
+it stopped; `P2PHost.status` (``/api/status`` → ``libp2p``) counts restarts and keeps
+the last reason. While it restarts, calls fail with `HostNotRunning` as when stopped.
+
 Shutdown: `stop` sets a trio event; the host's nursery is cancelled (open streams are
 reset, in-flight `run_trio` calls fail with `HostNotRunning`), libp2p services and
 listeners close, and the thread ends. Nothing on disk is written by this module except
@@ -49,6 +64,8 @@ import asyncio
 import contextlib
 import logging
 import threading
+import time
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -57,6 +74,7 @@ from typing import Any, Final, TypeVar
 import multiaddr  # type: ignore[import-untyped]
 import trio
 from libp2p import new_host
+from libp2p.abc import INetConn, INetStream, INetwork, INotifee
 from libp2p.crypto.ed25519 import create_new_key_pair
 from libp2p.crypto.keys import KeyPair
 from libp2p.custom_types import TProtocol
@@ -65,17 +83,25 @@ from libp2p.peer.id import ID
 from libp2p.peer.peerinfo import info_from_p2p_addr
 from libp2p.pubsub.gossipsub import GossipSub
 from libp2p.pubsub.pb import rpc_pb2
-from libp2p.pubsub.pubsub import Pubsub
 from libp2p.tools.anyio_service import background_trio_service
 
 from p2p.errors import HostError, HostNotRunning, PeerUnavailable, TransferError
 from p2p.identity import load_or_create_identity
 from p2p.peers import PeerScores
+from p2p.pubsub_guard import (
+    GuardedPubsub,
+    GuardStats,
+    describe_exception,
+    guard_stream_handlers,
+    mark_guarded,
+)
 
 __all__ = [
     "DEFAULT_BOOTSTRAP_ATTEMPTS",
     "DEFAULT_BOOTSTRAP_RETRY_DELAY_S",
     "DEFAULT_LISTEN_ADDRS",
+    "DEFAULT_RESTART_DELAY_S",
+    "DEFAULT_RESTART_MAX_DELAY_S",
     "GOSSIPSUB_PROTOCOLS",
     "MAX_GOSSIP_MESSAGE_BYTES",
     "MAX_PENDING_DELIVERIES",
@@ -113,6 +139,13 @@ DEFAULT_CONNECT_TIMEOUT_S: Final = 15.0
 DEFAULT_BOOTSTRAP_ATTEMPTS: Final = 5
 DEFAULT_BOOTSTRAP_RETRY_DELAY_S: Final = 0.5
 BOOTSTRAP_MAX_DELAY_S: Final = 8.0
+#: Delay before restarting a host that stopped unexpectedly, doubled after each restart
+#: that did not stay up `RESTART_STABLE_AFTER_S`, at most the max (seconds).
+DEFAULT_RESTART_DELAY_S: Final = 1.0
+DEFAULT_RESTART_MAX_DELAY_S: Final = 60.0
+RESTART_STABLE_AFTER_S: Final = 60.0
+#: Addresses reached by `P2PHost.connect` remembered for redialling after a restart.
+MAX_REDIAL_ADDRS: Final = 64
 
 GossipHandler = Callable[["GossipMessage"], Coroutine[Any, Any, None]]
 """asyncio-side handler of received gossip messages."""
@@ -161,6 +194,8 @@ class HostConfig:
         start_timeout_s / stop_timeout_s / connect_timeout_s: bounds of those calls.
         bootstrap_attempts / bootstrap_retry_delay_s: dials per bootstrap peer and the
             first back-off delay.
+        restart_on_failure: restart the host when it stops without `P2PHost.stop`.
+        restart_delay_s / restart_max_delay_s: first and largest delay before a restart.
     """
 
     listen_addrs: tuple[str, ...] = DEFAULT_LISTEN_ADDRS
@@ -173,6 +208,9 @@ class HostConfig:
     connect_timeout_s: float = DEFAULT_CONNECT_TIMEOUT_S
     bootstrap_attempts: int = DEFAULT_BOOTSTRAP_ATTEMPTS
     bootstrap_retry_delay_s: float = DEFAULT_BOOTSTRAP_RETRY_DELAY_S
+    restart_on_failure: bool = True
+    restart_delay_s: float = DEFAULT_RESTART_DELAY_S
+    restart_max_delay_s: float = DEFAULT_RESTART_MAX_DELAY_S
 
 
 @dataclass(frozen=True, slots=True)
@@ -309,13 +347,26 @@ class P2PHost:
         self._stop_event: trio.Event | None = None
         self._finished: asyncio.Event | None = None
         self._host: Any = None
-        self._pubsub: Pubsub | None = None
+        self._pubsub: GuardedPubsub | None = None
         self._peer_id: str | None = None
         self._running = False
+        self._stop_requested = False
         self._publish_locks: dict[str, trio.Lock] = {}
         self._last_publish: dict[str, float] = {}
         self._pending_deliveries: set[asyncio.Task[None]] = set()
         self.dropped_deliveries = 0
+        #: What `p2p.pubsub_guard` contained (hostile frames, failed handlers).
+        self.guard_stats = GuardStats()
+        # Re-established by every (re)start of the trio thread.
+        self._subscriptions: dict[str, _Subscription] = {}
+        self._redial: OrderedDict[str, str] = OrderedDict()  # peer id -> address
+        self._bound_addrs: tuple[str, ...] = ()
+        self._supervisor: asyncio.Task[None] | None = None
+        self._up_since = 0.0
+        #: Restarts after an unexpected stop, and why / when (wall clock) it last stopped.
+        self.restarts = 0
+        self.last_stop_reason: str | None = None
+        self.last_stop_at: float | None = None
         self.scores.add_ban_listener(self._on_ban)
 
     def __repr__(self) -> str:
@@ -332,7 +383,8 @@ class P2PHost:
         """Start the trio thread, listen, start gossipsub, then dial bootstrap peers.
 
         Returns once the host listens and gossipsub runs; bootstrap peers are dialled
-        in the background (with retries, see `HostConfig`).
+        in the background (with retries, see `HostConfig`). From then on the host is
+        supervised (restarted if it stops without `stop`, see the module docstring).
 
         Raises:
             HostError: already started, or libp2p failed to start (bad address, port
@@ -347,42 +399,76 @@ class P2PHost:
                 load_or_create_identity(path) if path is not None else create_new_key_pair()
             )
         self._loop = asyncio.get_running_loop()
+        self._stop_requested = False
+        try:
+            await self._launch(self.config.listen_addrs)
+        except BaseException:
+            await self.stop()
+            raise
+        # Restart on the ports bound now, so the addresses peers (and node.json) know
+        # stay valid; port 0 would pick new ones.
+        self._bound_addrs = tuple(a.rsplit("/p2p/", 1)[0] for a in self.addrs)
+        if self.config.restart_on_failure:
+            self._supervisor = self._loop.create_task(self._supervise(), name="p2p-supervisor")
+        log.info("libp2p host %s listening on %s", self.peer_id, self.addrs)
+
+    async def _launch(self, listen_addrs: tuple[str, ...]) -> None:
+        """Start one trio thread listening on ``listen_addrs``; return once it runs.
+
+        Raises:
+            HostError: libp2p failed to start or did not start in time (the thread is
+                then stopped again).
+        """
+        assert self._loop is not None
         self._finished = asyncio.Event()
         started: asyncio.Future[None] = self._loop.create_future()
         self._thread = threading.Thread(
-            target=self._thread_main, args=(started,), name="p2p-trio", daemon=True
+            target=self._thread_main,
+            args=(started, listen_addrs, self._finished),
+            name="p2p-trio",
+            daemon=True,
         )
         self._thread.start()
         try:
             await asyncio.wait_for(asyncio.shield(started), self.config.start_timeout_s)
         except TimeoutError:
-            await self.stop()
+            await self._halt()
             raise HostError(
                 f"libp2p host did not start in {self.config.start_timeout_s} s"
             ) from None
         except BaseException:
-            await self.stop()
+            await self._halt()
             raise
-        log.info("libp2p host %s listening on %s", self.peer_id, self.addrs)
+        self._up_since = time.monotonic()
 
-    def _thread_main(self, started: asyncio.Future[None]) -> None:
+    def _thread_main(
+        self, started: asyncio.Future[None], listen_addrs: tuple[str, ...], finished: asyncio.Event
+    ) -> None:
         loop = self._loop
-        assert loop is not None and self._finished is not None
+        assert loop is not None
         try:
-            trio.run(self._trio_main, started)
+            trio.run(self._trio_main, started, listen_addrs)
         except BaseException as e:
             log.debug("libp2p trio thread ended with %r", e)
+            if not self._stop_requested:
+                self.last_stop_reason = describe_exception(e)
             err = e if isinstance(e, HostError) else HostError(f"libp2p host failed: {e!r}")
             loop.call_soon_threadsafe(_set_exception_if_pending, started, err)
+        else:
+            if not self._stop_requested:
+                self.last_stop_reason = "the libp2p services ended without an error"
         finally:
             self._running = False
-            loop.call_soon_threadsafe(self._finished.set)
+            with contextlib.suppress(RuntimeError):  # the loop is closed: nobody waits
+                loop.call_soon_threadsafe(finished.set)
 
-    async def _trio_main(self, started: asyncio.Future[None]) -> None:
+    async def _trio_main(
+        self, started: asyncio.Future[None], listen_addrs: tuple[str, ...]
+    ) -> None:
         cfg = self.config
         gs = cfg.gossip
         try:
-            listen = [multiaddr.Multiaddr(a) for a in cfg.listen_addrs]
+            listen = [multiaddr.Multiaddr(a) for a in listen_addrs]
         except Exception as e:
             raise HostError(f"invalid listen address: {e}") from None
         # Bootstrap peers are *not* handed to py-libp2p: 0.8.1 dials them inside
@@ -405,30 +491,57 @@ class P2PHost:
             spam_protection_enabled=gs.spam_protection,
             max_messages_per_topic_per_second=gs.max_messages_per_topic_per_second,
         )
-        pubsub = Pubsub(host, gossipsub, strict_signing=True)
+        # Hostile-input containment (see `p2p.pubsub_guard`): one malformed frame must
+        # end one stream, not the host.
+        pubsub = GuardedPubsub(
+            host, gossipsub, strict_signing=True, scores=self.scores, stats=self.guard_stats
+        )
+        guard_stream_handlers(host, self.guard_stats)
+        tracker = _ConnTracker()
+        host.get_network().register_notifee(tracker)
         for proto, handler in self._stream_handlers.items():
             host.set_stream_handler(TProtocol(proto), self._wrap_handler(proto, handler))
+        # Per trio run: locks and `trio.current_time` values do not outlive it.
+        self._publish_locks, self._last_publish = {}, {}
         self._stop_event = trio.Event()
-        async with (
-            host.run(listen_addrs=listen),
-            background_trio_service(pubsub),
-            background_trio_service(gossipsub),
-        ):
-            await pubsub.wait_until_ready()
-            async with trio.open_nursery() as nursery:
-                self._host, self._pubsub, self._nursery = host, pubsub, nursery
-                self._token = trio.lowlevel.current_trio_token()
-                self._peer_id = str(host.get_id())
-                self._running = True
-                for addr in cfg.bootstrap:
-                    nursery.start_soon(self._dial_bootstrap, addr)
-                assert self._loop is not None
-                self._loop.call_soon_threadsafe(_set_result_if_pending, started, None)
-                await self._stop_event.wait()
-                self._running = False
-                nursery.cancel_scope.cancel()
-            with trio.move_on_after(self.config.stop_timeout_s / 2):
-                await host.close()
+        try:
+            async with (
+                host.run(listen_addrs=listen),
+                background_trio_service(pubsub),
+                background_trio_service(gossipsub),
+            ):
+                await pubsub.wait_until_ready()
+                async with trio.open_nursery() as nursery:
+                    self._host, self._pubsub, self._nursery = host, pubsub, nursery
+                    self._token = trio.lowlevel.current_trio_token()
+                    self._peer_id = str(host.get_id())
+                    # A `stop` that came while this thread was starting saw no token yet.
+                    if self._stop_requested:
+                        self._stop_event.set()
+                    for sub in list(self._subscriptions.values()):  # after a restart
+                        await self._subscribe_trio(sub)
+                    self._running = True
+                    for addr in dict.fromkeys([*cfg.bootstrap, *self._redial.values()]):
+                        nursery.start_soon(self._dial_bootstrap, addr)
+                    assert self._loop is not None
+                    self._loop.call_soon_threadsafe(_set_result_if_pending, started, None)
+                    await self._stop_event.wait()
+                    self._running = False
+                    nursery.cancel_scope.cancel()
+                with trio.move_on_after(self.config.stop_timeout_s / 2):
+                    await host.close()
+        except BaseException:
+            # A failure skips the `host.close` above: close the connections anyway, or
+            # the peers keep a half-dead one (no FIN) and never reconnect to the
+            # restarted host. Shielded: the run is being cancelled.
+            with trio.CancelScope(shield=True), trio.move_on_after(cfg.stop_timeout_s / 2):
+                with contextlib.suppress(Exception):
+                    await host.close()
+                # The swarm's failure forgot its connections without closing them.
+                for conn in list(tracker.conns):
+                    with contextlib.suppress(Exception):
+                        await conn.muxed_conn.close()
+            raise
 
     async def _dial_bootstrap(self, addr: str) -> None:
         """Dial one bootstrap peer (trio, in the host nursery), retrying with back-off.
@@ -462,11 +575,23 @@ class P2PHost:
         log.warning("bootstrap peer %s unreachable after %d attempts", addr, attempt)
 
     async def stop(self) -> None:
-        """Stop the host (idempotent); waits for the trio thread to finish.
+        """Stop the host and its supervision (idempotent); waits for the trio thread.
 
         Raises:
             HostError: the thread did not finish within ``config.stop_timeout_s``.
         """
+        self._stop_requested = True
+        supervisor, self._supervisor = self._supervisor, None
+        if supervisor is not None and supervisor is not asyncio.current_task():
+            supervisor.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await supervisor
+        await self._halt()
+        for task in list(self._pending_deliveries):
+            task.cancel()
+
+    async def _halt(self) -> None:
+        """Stop the current trio thread, if any, and wait for it to end."""
         thread, token, event = self._thread, self._token, self._stop_event
         if thread is None:
             return
@@ -480,9 +605,66 @@ class P2PHost:
         except TimeoutError:
             raise HostError(f"libp2p host did not stop in {self.config.stop_timeout_s} s") from None
         await asyncio.to_thread(thread.join, self.config.stop_timeout_s)
-        for task in list(self._pending_deliveries):
-            task.cancel()
         self._token = None
+
+    async def _supervise(self) -> None:
+        """Restart the trio thread whenever it ends without `stop` (asyncio task)."""
+        cfg = self.config
+        delay = cfg.restart_delay_s
+        while True:
+            assert self._finished is not None
+            await self._finished.wait()
+            if self._stop_requested:
+                return
+            if time.monotonic() - self._up_since >= RESTART_STABLE_AFTER_S:
+                delay = cfg.restart_delay_s  # it had been up a while: not a crash loop
+            self.last_stop_at = time.time()
+            log.warning(
+                "libp2p host %s stopped unexpectedly (%s); restarting in %.1f s",
+                self._peer_id,
+                self.last_stop_reason,
+                delay,
+            )
+            with contextlib.suppress(HostError):
+                await self._halt()  # the thread has ended; join it
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, cfg.restart_max_delay_s)
+            try:  # `stop` cancels this task, so no stop request can be pending here
+                await self._relaunch()
+            except HostError as e:
+                # `_finished` is set again: the next round logs this and backs off.
+                self.last_stop_reason = f"restart failed: {e}"
+                continue
+            self.restarts += 1
+            log.info("libp2p host %s restarted on %s", self._peer_id, self.addrs)
+
+    async def _relaunch(self) -> None:
+        """Start a new trio thread on the bound ports, else on the configured addresses."""
+        try:
+            await self._launch(self._bound_addrs or self.config.listen_addrs)
+        except HostError:
+            if not self._bound_addrs or self._bound_addrs == self.config.listen_addrs:
+                raise
+            log.info(
+                "libp2p host: cannot rebind %s; using %s",
+                self._bound_addrs,
+                self.config.listen_addrs,
+            )
+            await self._launch(self.config.listen_addrs)
+
+    def status(self) -> dict[str, Any]:
+        """JSON-ready health of the host (``/api/status`` → ``libp2p``).
+
+        Keys: ``running``, ``restarts``, ``lastStopReason``, ``lastStopAt`` (unix
+        seconds of the last unexpected stop) and the `GuardStats` counters.
+        """
+        return {
+            "running": self._running,
+            "restarts": self.restarts,
+            "lastStopReason": self.last_stop_reason,
+            "lastStopAt": self.last_stop_at,
+            **self.guard_stats.to_dict(),
+        }
 
     async def __aenter__(self) -> P2PHost:
         await self.start()
@@ -614,6 +796,11 @@ class P2PHost:
                 raise PeerUnavailable(f"cannot connect to {addr}: {e}") from None
 
         await self.run_trio(_connect)
+        # Redialled after a restart (bounded; the most recent addresses win).
+        self._redial.pop(peer, None)
+        self._redial[peer] = addr
+        while len(self._redial) > MAX_REDIAL_ADDRS:
+            self._redial.popitem(last=False)
         return peer
 
     async def disconnect(self, peer: str) -> None:
@@ -666,6 +853,8 @@ class P2PHost:
         scores = self.scores
 
         async def wrapped(stream: Any) -> None:
+            # py-libp2p runs handlers in the connection's nursery: an exception escaping
+            # here would stop the whole host (see `p2p.pubsub_guard`).
             try:
                 peer = str(stream.muxed_conn.peer_id)
                 if scores.is_banned(peer):
@@ -673,15 +862,18 @@ class P2PHost:
                         await stream.reset()
                     return
                 await handler(stream)
-            except Exception:
-                log.exception("handler of %s failed", protocol)
+            except Exception as e:
+                # One line (a peer may provoke this at will); the traceback at debug.
+                self.guard_stats.handler_failures += 1
+                log.warning("handler of %s failed: %s", protocol, describe_exception(e))
+                log.debug("handler of %s failed", protocol, exc_info=True)
                 with contextlib.suppress(Exception):
                     await stream.reset()
             finally:
                 with contextlib.suppress(Exception):
                     await stream.close()
 
-        return wrapped
+        return mark_guarded(wrapped)
 
     async def open_stream(self, peer: str, protocol: str) -> AsyncioStream:
         """Open a stream to a connected (or known) ``peer`` speaking ``protocol``.
@@ -721,6 +913,8 @@ class P2PHost:
     ) -> None:
         """Subscribe to ``topic``; ``handler`` runs on this asyncio loop per message.
 
+        The subscription is renewed when the supervisor restarts the host.
+
         Args:
             topic: the gossipsub topic.
             handler: asyncio coroutine function called with each `GossipMessage`.
@@ -733,10 +927,18 @@ class P2PHost:
             HostNotRunning: the host is not running.
         """
         _check_topic(topic)
+        if not self._running or self._pubsub is None:
+            raise HostNotRunning("libp2p host is not running")
+        sub = _Subscription(topic, handler, validator, deliver_own, asyncio.get_running_loop())
+        await self.run_trio(self._subscribe_trio, sub)
+        self._subscriptions[topic] = sub
+
+    async def _subscribe_trio(self, sub: _Subscription) -> None:
+        """Trio side of `subscribe`: set the validator, subscribe, drain in the nursery."""
         pubsub, nursery, me = self._pubsub, self._nursery, self._peer_id
-        loop = asyncio.get_running_loop()
         if pubsub is None or nursery is None or me is None:
             raise HostNotRunning("libp2p host is not running")
+        topic, handler, validator, loop = sub.topic, sub.handler, sub.validator, sub.loop
 
         def deliver(msg: GossipMessage) -> None:  # runs on the asyncio loop
             if len(self._pending_deliveries) >= MAX_PENDING_DELIVERIES:
@@ -747,28 +949,28 @@ class P2PHost:
             self._pending_deliveries.add(task)
             task.add_done_callback(self._delivery_done)
 
-        async def _subscribe() -> None:
-            if validator is not None:
-
-                def check(_forwarder: ID, msg: rpc_pb2.Message) -> bool:
-                    try:
-                        return validator(_to_message(topic, msg, me))
-                    except Exception:
-                        log.exception("gossip validator for %s failed", topic)
-                        return False
-
-                pubsub.set_topic_validator(topic, check, False)
-            sub = await pubsub.subscribe(topic)
-            nursery.start_soon(drain, sub)
-
-        async def drain(sub: Any) -> None:
-            async for raw in sub:
+        async def drain(subscription: Any) -> None:
+            async for raw in subscription:
                 msg = _to_message(topic, raw, me)
-                if msg.from_self and not deliver_own:
+                if msg.from_self and not sub.deliver_own:
                     continue
-                loop.call_soon_threadsafe(deliver, msg)
+                try:
+                    loop.call_soon_threadsafe(deliver, msg)
+                except RuntimeError:  # the asyncio loop is closed: nobody to deliver to
+                    return
 
-        await self.run_trio(_subscribe)
+        if validator is not None:
+
+            def check(_forwarder: ID, msg: rpc_pb2.Message) -> bool:
+                try:
+                    return validator(_to_message(topic, msg, me))
+                except Exception:
+                    log.exception("gossip validator for %s failed", topic)
+                    return False
+
+            pubsub.set_topic_validator(topic, check, False)
+        subscription = await pubsub.subscribe(topic)
+        nursery.start_soon(drain, subscription)
 
     def _delivery_done(self, task: asyncio.Task[None]) -> None:
         self._pending_deliveries.discard(task)
@@ -806,6 +1008,42 @@ class P2PHost:
         if pubsub is None:
             raise HostNotRunning("libp2p host is not running")
         return self._run_sync(lambda: sorted(str(p) for p in pubsub.peer_topics.get(topic, ())))
+
+
+class _ConnTracker(INotifee):
+    """The connections of one trio run, to close them after a failure (trio thread)."""
+
+    def __init__(self) -> None:
+        self.conns: set[INetConn] = set()
+
+    async def connected(self, network: INetwork, conn: INetConn) -> None:
+        self.conns.add(conn)
+
+    async def disconnected(self, network: INetwork, conn: INetConn) -> None:
+        self.conns.discard(conn)
+
+    async def opened_stream(self, network: INetwork, stream: INetStream) -> None:
+        return None
+
+    async def closed_stream(self, network: INetwork, stream: INetStream) -> None:
+        return None
+
+    async def listen(self, network: INetwork, multiaddr: multiaddr.Multiaddr) -> None:
+        return None
+
+    async def listen_close(self, network: INetwork, multiaddr: multiaddr.Multiaddr) -> None:
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class _Subscription:
+    """What `P2PHost.subscribe` was asked, kept to renew it after a restart."""
+
+    topic: str
+    handler: GossipHandler
+    validator: GossipValidator | None
+    deliver_own: bool
+    loop: asyncio.AbstractEventLoop
 
 
 def _to_message(topic: str, msg: rpc_pb2.Message, me: str) -> GossipMessage:
