@@ -96,7 +96,9 @@ class InputStream:
             dataset_alias=self.alias,
             query_alias=self.alias,
             vocab=DatasetVocabulary(event_time_column=self.event_time),
-            offset_interval=None if interval is None else OffsetInterval(start=interval[0], end=interval[1]),
+            offset_interval=None
+            if interval is None
+            else OffsetInterval(start=interval[0], end=interval[1]),
             data_paths=tuple(str(p) for p in self.slices) if interval else (),
             schema_file=str(schema_file),
             explicit_watermarks=(
@@ -111,7 +113,7 @@ class InputStream:
 class StreamRunner:
     """Runs one derivative query over `InputStream` s, one engine call per `run`."""
 
-    spark: Any
+    engine: Any  # an EngineClient, or a SparkSession to run the engine in-process
     inputs: list[InputStream]
     steps: Sequence[tuple[str | None, str]]
     folder: Path
@@ -127,7 +129,9 @@ class StreamRunner:
         return TransformSql(
             engine="spark",
             queries=tuple(SqlQueryStep(alias=a, query=q) for a, q in self.steps),
-            temporal_tables=tuple(TemporalTable(name=n, primary_key=tuple(k)) for n, k in self.temporal)
+            temporal_tables=tuple(
+                TemporalTable(name=n, primary_key=tuple(k)) for n, k in self.temporal
+            )
             or None,
         )
 
@@ -150,7 +154,11 @@ class StreamRunner:
         work = self.folder / f"run-{self.runs}"
         work.mkdir(parents=True)
         self.runs += 1
-        result = execute_transform(self.spark, self.request(work))
+        request = self.request(work)
+        if hasattr(self.engine, "execute_transform"):
+            result = self.engine.execute_transform(request)
+        else:
+            result = execute_transform(self.engine, request)
         assert isinstance(result, TransformResponseSuccess), result
         table = pq.read_table(work / "data")
         if result.new_offset_interval is not None:
