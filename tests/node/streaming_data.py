@@ -23,9 +23,11 @@ OP_APPEND, OP_RETRACT, OP_CORRECT_FROM, OP_CORRECT_TO = 0, 1, 2, 3
 
 
 def ts(day: dt.date | dt.datetime) -> str:
-    """RFC 3339 UTC text of a date (midnight) or a naive UTC datetime."""
+    """RFC 3339 UTC text (to the second) of a date (midnight) or a UTC datetime."""
     if not isinstance(day, dt.datetime):
         day = dt.datetime(day.year, day.month, day.day)
+    if day.tzinfo is not None:
+        day = day.astimezone(dt.UTC)
     return day.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
