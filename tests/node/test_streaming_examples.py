@@ -3,11 +3,11 @@
 Every test runs the real console script as subprocesses in a fresh workspace, on the test
 session's shared engine (``$ODF_ENGINE_ADDRESS``, no JVM of its own): manifests written for
 Flink/RisingWave are added with ``odf add --engine spark``, roots are fed in several
-batches with ``odf ingest``, derivatives are pulled after each batch, and the records read
-back with ``odf export --output-format ndjson`` are checked against answers computed in
-plain Python (`tests.node.streaming_data`). Stateful derivatives then pass ``odf verify``
-(replay); the leaderboard also gets ``odf validate`` and a crash between the engine run
-and the commit.
+batches with ``odf ingest``, derivatives are pulled after each batch, and the records (read
+with `node.api`, once with ``odf export --output-format ndjson``) are checked against
+answers computed in plain Python (`tests.node.streaming_data`). Stateful derivatives then
+pass ``odf verify`` (replay); the leaderboard also gets ``odf validate`` and a crash
+between the engine run and the commit.
 """
 
 from __future__ import annotations
