@@ -16,7 +16,7 @@ import os
 import shutil
 import tarfile
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Final
 
@@ -68,11 +68,7 @@ def read_watermarks(path: str | os.PathLike[str]) -> dict[str, Timestamp]:
     result: dict[str, Timestamp] = {}
     try:
         with tarfile.open(path, mode="r:*") as tar:
-            for count, member in enumerate(tar, start=1):
-                if count > MAX_CHECKPOINT_ENTRIES:
-                    raise CheckpointError(
-                        f"checkpoint {path} has more than {MAX_CHECKPOINT_ENTRIES} entries"
-                    )
+            for member in _members(tar, path):
                 name = member.name.rsplit("/", 1)[-1]
                 if not member.isfile() or not name.endswith(WATERMARK_SUFFIX):
                     continue
@@ -152,11 +148,7 @@ def extract_state(path: str | os.PathLike[str], into: Path) -> bool:
     found = False
     try:
         with tarfile.open(path, mode="r:*") as tar:
-            for count, member in enumerate(tar, start=1):
-                if count > MAX_CHECKPOINT_ENTRIES:
-                    raise CheckpointError(
-                        f"checkpoint {path} has more than {MAX_CHECKPOINT_ENTRIES} entries"
-                    )
+            for member in _members(tar, path):
                 name = member.name.removeprefix("./")
                 if not name.startswith(STATE_PREFIX):
                     continue
@@ -174,6 +166,16 @@ def extract_state(path: str | os.PathLike[str], into: Path) -> bool:
     except (tarfile.TarError, EOFError, OSError) as e:
         raise CheckpointError(f"checkpoint {path} is not a readable tar archive: {e}") from None
     return found
+
+
+def _members(tar: tarfile.TarFile, path: str | os.PathLike[str]) -> Iterator[tarfile.TarInfo]:
+    """The archive's entries, at most `MAX_CHECKPOINT_ENTRIES` of them."""
+    for count, member in enumerate(tar, start=1):
+        if count > MAX_CHECKPOINT_ENTRIES:
+            raise CheckpointError(
+                f"checkpoint {path} has more than {MAX_CHECKPOINT_ENTRIES} entries"
+            )
+        yield member
 
 
 def _check_size(path: str | os.PathLike[str]) -> None:

@@ -70,8 +70,11 @@ _SCHEMA_CACHE_LOCK: Final = threading.Lock()
 NARROW_PLAN_NODES: Final = frozenset(
     {"Project", "Filter", "Union", "LogicalRelation", "LocalRelation", "Generate"}
 )
-#: Plan nodes that only move rows between partitions (``coalesce``, ``DISTRIBUTE BY``).
-PARTITIONING_PLAN_NODES: Final = frozenset({"Repartition", "RepartitionByExpression"})
+#: Plan nodes that only move rows between partitions (``coalesce``, ``DISTRIBUTE BY``) or
+#: read them from Spark's cache (the stateful executor's persisted input views).
+PARTITIONING_PLAN_NODES: Final = frozenset(
+    {"Repartition", "RepartitionByExpression", "InMemoryRelation"}
+)
 
 
 @dataclass(frozen=True, slots=True)

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Final
 
@@ -189,7 +189,7 @@ def rewrite_steps(
 
 # -- intervals --------------------------------------------------------------------------------
 
-_DURATION_RE: Final = re.compile(r"^\s*(\d+)\s*([A-Za-z]+?)S?\s*$")
+_DURATION_RE: Final = re.compile(r"^\s*(\d+)\s*([A-Za-z]+?)S?\s*$", re.IGNORECASE)
 
 
 def parse_interval_micros(text: str) -> int:
@@ -439,23 +439,19 @@ def _rewrite_temporal(
 
 
 def _find_on(tokens: list[Token], start: int) -> int | None:
-    depth = 0
-    for k in range(start, len(tokens)):
-        t = tokens[k]
-        if t.is_punct("("):
-            depth += 1
-        elif t.is_punct(")"):
-            depth -= 1
-            if depth < 0:
-                return None
-        elif depth == 0 and t.is_word("ON"):
-            return k
-        elif depth == 0 and (t.is_word(*_ON_END) or t.is_word("USING")):
-            return None
-    return None
+    """Index of the ``ON`` of the join whose table starts at ``start`` (None: no ON)."""
+    k = _scan_level(tokens, start, lambda t: t.is_word("ON", "USING", *_ON_END))
+    return k if k < len(tokens) and tokens[k].is_word("ON") else None
 
 
 def _on_end(tokens: list[Token], start: int) -> int:
+    """Index just past the ON condition that starts at ``start``."""
+    return _scan_level(tokens, start, lambda t: t.is_word(*_ON_END) or t.is_punct(";"))
+
+
+def _scan_level(tokens: list[Token], start: int, stop: Callable[[Token], bool]) -> int:
+    """Index of the first token from ``start`` at the starting parenthesis level for which
+    ``stop`` holds, or of the ``)`` closing that level (len(tokens) if none)."""
     depth = 0
     for k in range(start, len(tokens)):
         t = tokens[k]
@@ -465,7 +461,7 @@ def _on_end(tokens: list[Token], start: int) -> int:
             depth -= 1
             if depth < 0:
                 return k
-        elif depth == 0 and (t.is_word(*_ON_END) or t.is_punct(";")):
+        elif depth == 0 and stop(t):
             return k
     return len(tokens)
 

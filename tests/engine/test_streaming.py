@@ -440,3 +440,31 @@ def test_rerun_of_a_step_is_idempotent(engine: EngineClient, tmp_path: Path) -> 
     a, b = pq.read_table(first / "data"), pq.read_table(second / "data")
     assert a.num_rows > 0
     assert a.to_pylist() == b.to_pylist()
+
+
+def test_new_query_takes_over_from_the_old_state(engine: EngineClient, tmp_path: Path) -> None:
+    """Migrate Query: after a new SetTransform the folded output is the new query's answer
+    over all input, reached by retracting and appending (no gap, no duplicate)."""
+    old = "SELECT max(event_time) AS event_time, k, count(*) AS n FROM ev GROUP BY k"
+    new = "SELECT max(event_time) AS event_time, k, sum(v) AS n FROM ev GROUP BY k"
+    ev = InputStream("ev", EVENTS, tmp_path / "in")
+    runner = StreamRunner(engine, [ev], [(None, old)], tmp_path / "out")
+    rows = _events(11, 24)
+    ev.append(rows[:8])
+    runner.run()
+    ev.append(rows[8:16])
+    runner.run()
+    runner.steps = [(None, new)]
+    migrated = runner.run()  # no new input: only the query changed
+    assert 1 in migrated.column("op").to_pylist()  # the old answers are retracted
+    ev.append(rows[16:])
+    runner.run()
+    expected = collections.Counter(
+        (
+            max(r["event_time"] for r in rows if r["k"] == k),
+            k,
+            sum(r["v"] for r in rows if r["k"] == k),
+        )
+        for k in {r["k"] for r in rows}
+    )
+    assert fold(runner.outputs) == expected
