@@ -137,7 +137,12 @@ def cmd_add(args: argparse.Namespace) -> int:
             snapshots.append(load_snapshot_yaml(text))
         except ManifestError as e:
             raise ManifestError(f"{path}: {e}") from None
-    from node.transform import foreign_engines, pin_engine_version, retarget_engine
+    from node.transform import (
+        check_streaming,
+        foreign_engines,
+        pin_engine_version,
+        retarget_engine,
+    )
 
     engine = getattr(args, "engine", None)
     if engine is not None:
@@ -150,6 +155,7 @@ def cmd_add(args: argparse.Namespace) -> int:
                 f"{path}: {snap.name}: transform engine {foreign[0]!r} is not available "
                 "(this node runs spark); add it with --engine spark to run it on Spark"
             )
+        check_streaming(snap)
     for snap in snapshots:
         # Derivative datasets record the engine identity their transform was written for.
         ds = ws.add_snapshot(pin_engine_version(snap))

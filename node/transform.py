@@ -103,6 +103,7 @@ __all__ = [
     "TransformPlan",
     "arrow_schema_of",
     "build_request",
+    "check_streaming",
     "commit_transform",
     "data_schema_of_output",
     "derivative_order",
@@ -174,6 +175,30 @@ def _sql_transforms(event: object) -> list[TransformSql]:
     else:
         return []
     return [t] if isinstance(t, TransformSql) else []
+
+
+def check_streaming(snapshot: DatasetSnapshot) -> None:
+    """Refuse a derivative whose query the engine cannot run with streaming semantics
+    (SESSION or month windows, an undeclared ``FOR SYSTEM_TIME AS OF`` table ...), at
+    ``odf add`` rather than at the first pull. Needs no Spark.
+
+    Raises:
+        engine.errors.InvalidQuery: naming the construct and the dataset.
+    """
+    from engine.errors import InvalidQuery
+    from engine.sql import query_steps
+    from engine.streaming.rewrite import check_streaming_query
+
+    for event in snapshot.metadata:
+        if not isinstance(event, SetTransform) or not isinstance(event.transform, TransformSql):
+            continue
+        t = event.transform
+        names = [n for i in event.inputs for n in (i.alias, i.dataset_ref) if n]
+        tables = [(tt.name, tt.primary_key) for tt in t.temporal_tables or ()]
+        try:
+            check_streaming_query(query_steps(t, check_engine=False), tables, names)
+        except InvalidQuery as e:
+            raise InvalidQuery(f"{snapshot.name}: {e.message}") from None
 
 
 def foreign_engines(snapshot: DatasetSnapshot) -> list[str]:

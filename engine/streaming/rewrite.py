@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final
 
@@ -44,6 +44,7 @@ __all__ = [
     "RewrittenQuery",
     "TemporalSource",
     "WindowSpec",
+    "check_streaming_query",
     "parse_interval_micros",
     "rewrite_steps",
 ]
@@ -185,6 +186,34 @@ def rewrite_steps(
         hold_back_us=hold_back,
         fingerprint=digest.hexdigest(),
     )
+
+
+def check_streaming_query(
+    steps: list[SqlQueryStep],
+    temporal_tables: Sequence[tuple[str, Sequence[str]]],
+    input_names: Sequence[str],
+) -> None:
+    """Refuse, before any data flows (``odf add``), a query the engine cannot run with
+    streaming semantics: the same checks as `rewrite_steps`, plus temporal tables that
+    name no input or have no primary key.
+
+    Args:
+        steps: the transform's steps.
+        temporal_tables: (name, primary key) of each declared temporal table.
+        input_names: the inputs' query aliases and dataset references.
+
+    Raises:
+        InvalidQuery: naming the construct.
+    """
+    names = {n.lower() for n in input_names}
+    temporal = {}
+    for name, key in temporal_tables:
+        if name.lower() not in names:
+            raise InvalidQuery(f"temporal table {name!r} is not an input of the transform")
+        if not key:
+            raise InvalidQuery(f"temporal table {name!r} needs a primary key")
+        temporal[name.lower()] = TemporalSource(f"{HIDDEN_PREFIX}check", "event_time", tuple(key))
+    rewrite_steps(steps, temporal)
 
 
 # -- intervals --------------------------------------------------------------------------------

@@ -226,6 +226,41 @@ def test_add_refuses_another_engine_unless_told_to_run_it_on_spark(
     assert lb2 == lb
 
 
+@pytest.mark.parametrize(
+    ("query", "needle"),
+    [
+        (
+            "SELECT SESSION_START(match_time, INTERVAL '1' HOUR) AS match_time, count(*) AS n "
+            "FROM player_scores GROUP BY SESSION(match_time, INTERVAL '1' HOUR)",
+            "session windows",
+        ),
+        (
+            "SELECT TUMBLE_START(match_time, INTERVAL '1' MONTH) AS match_time, count(*) AS n "
+            "FROM player_scores GROUP BY TUMBLE(match_time, INTERVAL '1' MONTH)",
+            "MONTH windows",
+        ),
+        (
+            "SELECT p.match_time FROM player_scores AS p JOIN player_scores FOR SYSTEM_TIME AS "
+            "OF p.match_time AS q ON p.player_id = q.player_id",
+            "temporalTables",
+        ),
+    ],
+)
+def test_add_refuses_a_query_without_streaming_semantics_by_name(
+    tmp_path: Path, query: str, needle: str
+) -> None:
+    cli = Odf(tmp_path, "127.0.0.1:1")  # refused before any engine is needed
+    cli.run("init")
+    cli.add(PLAYER_SCORES)
+    before = cli.run("list", "--output-format", "json").stdout
+    manifest = yaml.safe_load(LEADERBOARD)
+    manifest["content"]["name"] = "bad"
+    manifest["content"]["metadata"][0]["transform"]["query"] = query
+    err = cli.add(yaml.safe_dump(manifest), expect=EXIT_INVALID)
+    assert err.count("\n") == 1 and needle in err and "bad" in err, err
+    assert cli.run("list", "--output-format", "json").stdout == before
+
+
 # -- a. leaderboard (top-N changelog), e. crash before commit, f. verify + validate -------------
 
 
