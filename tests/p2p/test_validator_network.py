@@ -293,3 +293,49 @@ async def check_bad_attestations(
         await raw.stop()
     assert store_o.attestations(honest) == before  # nothing new stored
     assert not store_o.is_disputed(honest)
+
+
+#: A stateful derivative: the engine keeps its input and live output in the checkpoint and
+#: emits retractions; validators must replay it from the recorded checkpoints.
+STATEFUL_QUERY = (
+    "SELECT max(event_time) AS event_time, count(*) AS n, sum(population) AS total FROM src"
+)
+
+
+async def test_two_validators_reproduce_a_stateful_derivative(
+    tmp_path: Path, engine: EngineClient
+) -> None:
+    from fbs.model import DatasetKind, DatasetSnapshot
+
+    ws_a, ws_v1, ws_v2 = (Workspace.init(tmp_path / n) for n in ("a", "v1", "v2"))
+    ws_a.add_snapshot(DatasetSnapshot(name="src", kind=DatasetKind.Root, metadata=()))
+    slices = tmp_path / "slices"
+    slices.mkdir()
+    src = RootWriter(ws_a, "src", slices)
+    src.append([("a", 5), ("b", 6)])
+    add_derivative(ws_a, "totals", ["src"], STATEFUL_QUERY)
+    pull_derivative(ws_a, "totals", engine=engine)
+    src.append([("c", 7)])
+    pull_derivative(ws_a, "totals", engine=engine)
+    totals = ws_a.resolve("totals").id
+    # The second run retracted the first answer: the derivative really is a changelog.
+    from node.api import open_workspace
+
+    with open_workspace(ws_a.root.parent) as api:
+        ops = api.dataset("totals").to_arrow().column("op").to_pylist()
+    assert ops == [0, 1, 0]
+    v_ids = {load_or_create_validator_key(w).dataset_id for w in (ws_v1, ws_v2)}
+
+    async with running(ws_a, CFG) as a:
+        cfg = dataclasses.replace(
+            CFG, bootstrap=(a.host.addrs[0],), validator=True, follow=("all",)
+        )
+        async with running(ws_v1, cfg, engine), running(ws_v2, cfg, engine):
+            for ws in (ws_v1, ws_v2):
+                await wait_for(same_head(ws, ws_a, totals), "replication")
+            for ws in (ws_v1, ws_v2):
+                # 2 transform blocks x 2 validators, none diverged.
+                await wait_for(
+                    has_verdicts(ws, totals, v_ids, {Verdict.REPRODUCED: 4}),
+                    f"stateful attestations on {ws.root.parent.name}",
+                )
