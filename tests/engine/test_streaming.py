@@ -259,6 +259,29 @@ def test_over_unbounded_preceding_continues_across_runs(
     _check(engine, tmp_path, data, [(None, query)], cuts, _running_reference, append_only=True)
 
 
+def _bounded_reference(rows: dict[str, list[Row]]) -> collections.Counter[tuple[Any, ...]]:
+    recent: dict[str, list[int]] = collections.defaultdict(list)
+    out = []
+    for r in sorted(rows["ev"], key=lambda r: r["event_time"]):
+        window = recent[r["k"]]
+        window.append(r["v"])
+        out.append((r["event_time"], r["k"], sum(window[-3:])))
+    return counter_of(out)
+
+
+@given(seed=st.integers(0, 10**6), cuts=st.lists(st.integers(0, 30), max_size=3))
+@SETTINGS
+def test_over_bounded_rows_continue_across_runs(
+    engine: EngineClient, tmp_path: Path, seed: int, cuts: list[int]
+) -> None:
+    query = (
+        "SELECT event_time, k, sum(v) OVER (PARTITION BY k ORDER BY event_time "
+        "ROWS BETWEEN 2 PRECEDING AND CURRENT ROW) AS recent FROM ev"
+    )
+    data = {"ev": (EVENTS, _events(seed, 30, distinct_times=True))}
+    _check(engine, tmp_path, data, [(None, query)], cuts, _bounded_reference, append_only=True)
+
+
 # -- joins ------------------------------------------------------------------------------------
 
 ORDERS = pa.schema([("event_time", TS), ("order_id", pa.int64()), ("quantity", pa.int64())])
