@@ -7,6 +7,9 @@ Parts, all on one asyncio loop (py-libp2p runs in the host's own trio thread, se
   object exchange server (`p2p.exchange`) and signed-head gossip (`p2p.gossip`);
 * the HTTP API (`node.http_api`) plus the daemon's own JSON endpoints
   (``/api/follow``, ``/api/network/{did}``) and live ``/api/status`` / ``/api/peers``;
+  state-changing requests need the bearer token of ``.odf/p2p/http-token`` (created
+  on first start, mode 0600) and foreign ``Origin``/``Host`` are refused
+  (`node.http_auth`);
 * the **head watcher**: every ``head_poll_interval_s`` it reads ``refs/head`` of every
   dataset (one small file each). A new head of a dataset this node *owns* (its key is
   in the workspace key store) is signed (`p2p.head_record.sign_head`), stored as the
@@ -88,6 +91,7 @@ from node.daemon_config import NodeConfig
 from node.disputes import DisputePolicy, publisher_record, publisher_records, refusal_reason
 from node.errors import NodeError, UsageError
 from node.http_api import HttpApiConfig, create_app
+from node.http_auth import load_or_create_token
 from node.validator import Validator, ValidatorWorker, load_or_create_validator_key
 from p2p.attestation import Attestation, Verdict
 from p2p.attestation_gossip import ATTESTATIONS_TOPIC, AttestationGossip
@@ -532,7 +536,11 @@ class NodeDaemon:
         app = create_app(
             self.ws,
             config=HttpApiConfig(
-                allow_ingest=self.config.allow_ingest, allow_push=self.config.allow_push
+                allow_ingest=self.config.allow_ingest,
+                allow_push=self.config.allow_push,
+                # Writes need this bearer token (`node.http_auth`), created on first run.
+                token=load_or_create_token(self.ws.root),
+                allowed_hosts=(self.config.http_host, *self.config.http_allowed_hosts),
             ),
             head_store=self.head_store,
             peers=self.peers_info,

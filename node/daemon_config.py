@@ -7,11 +7,13 @@ silently)::
     bootstrap: ["/ip4/10.0.0.2/tcp/4001/p2p/12D3Koo..."]
     mdns: false                              # LAN discovery (binds every interface)
     http:
-      host: 127.0.0.1                        # the API has no auth: keep it on loopback
+      host: 127.0.0.1                        # bind address (writes need the token anyway)
       port: 8080                             # 0 picks a free port
+      allowed_hosts: [node1.example.org]     # names accepted in Host besides IPs and
+                                             # localhost (DNS-rebinding check; "*": any)
     follow: ["my.dataset", "did:odf:fed01..."]   # or ["all"]
-    allow_ingest: true                       # push ingest over HTTP (no auth)
-    allow_push: true                         # signed pushes over HTTP
+    allow_ingest: true                       # push ingest over HTTP (bearer token)
+    allow_push: true                         # signed pushes over HTTP (bearer token)
     log_level: info                          # debug | info | warning | error
     log_format: json                         # json (one object per line) | text (key=value)
     head_poll_interval_s: 1.0                # how often owned heads are checked
@@ -22,6 +24,10 @@ silently)::
     refuse_disputed: false                   # refuse new heads of publishers with
                                              # confirmed divergence or equivocation
     dispute_confirmations: 1                 # validators that confirm a divergence
+
+Every state-changing HTTP request needs ``Authorization: Bearer <token>``: the token is
+created at the first ``odf node run`` in ``.odf/p2p/http-token`` (mode 0600); see
+`node.http_auth`.
 
 `load_config` reads a file, `NodeConfig.with_overrides` applies command-line values.
 """
@@ -49,7 +55,7 @@ __all__ = [
 
 #: libp2p listen addresses when none are configured (loopback, fixed-less port).
 DEFAULT_LISTEN: Final = ("/ip4/127.0.0.1/tcp/0",)
-#: HTTP API bind address: loopback, because push ingest has no authentication.
+#: HTTP API bind address: loopback (writes need the token; reads are public data).
 DEFAULT_HTTP_HOST: Final = "127.0.0.1"
 DEFAULT_HTTP_PORT: Final = 8080
 #: The follow-list entry meaning "replicate every dataset announced".
@@ -74,10 +80,12 @@ class NodeConfig:
         bootstrap: peer multiaddrs (with ``/p2p/<peer id>``) dialled at start.
         mdns: enable mDNS discovery.
         http_host / http_port: where the HTTP API listens (port 0: any free port).
+        http_allowed_hosts: host names accepted in the ``Host`` header besides IP
+            literals, ``localhost`` and ``http_host`` (``"*"``: any; `node.http_auth`).
         follow: datasets (aliases or DIDs) replicated as heads are announced;
             ``("all",)`` replicates everything announced.
-        allow_ingest: accept push ingest over HTTP (unauthenticated).
-        allow_push: accept signed pushes over HTTP.
+        allow_ingest: accept push ingest over HTTP (with the bearer token).
+        allow_push: accept signed pushes over HTTP (with the bearer token).
         log_level / log_format: logging (see `node.daemon.setup_logging`).
         head_poll_interval_s: period of the head watcher.
         reannounce_interval_s: period of re-gossiping held heads (late joiners).
@@ -100,6 +108,7 @@ class NodeConfig:
     mdns: bool = False
     http_host: str = DEFAULT_HTTP_HOST
     http_port: int = DEFAULT_HTTP_PORT
+    http_allowed_hosts: tuple[str, ...] = ()
     follow: tuple[str, ...] = ()
     allow_ingest: bool = True
     allow_push: bool = True
@@ -134,14 +143,14 @@ class NodeConfig:
         unknown = set(changes) - names
         if unknown:
             raise UsageError(f"unknown node settings: {', '.join(sorted(unknown))}")
-        for key in ("listen", "bootstrap", "follow"):
+        for key in ("listen", "bootstrap", "follow", "http_allowed_hosts"):
             if key in changes:
                 changes[key] = tuple(changes[key])
         return dataclasses.replace(self, **changes)
 
 
 def _check(cfg: NodeConfig) -> None:
-    for name in ("listen", "bootstrap", "follow"):
+    for name in ("listen", "bootstrap", "follow", "http_allowed_hosts"):
         value = getattr(cfg, name)
         if not isinstance(value, tuple) or not all(isinstance(v, str) and v for v in value):
             raise UsageError(f"node setting {name!r} must be a list of non-empty strings")
@@ -213,8 +222,14 @@ def parse_config(doc: object) -> NodeConfig:
             if not isinstance(value, dict):
                 raise UsageError("node setting 'http' must be a mapping with host/port")
             for sub, v in value.items():
-                if sub not in ("host", "port"):
+                if sub not in ("host", "port", "allowed_hosts"):
                     raise UsageError(f"unknown node setting 'http.{sub}'")
+                if sub == "allowed_hosts":
+                    if isinstance(v, str):
+                        v = [v]
+                    if not isinstance(v, list):
+                        raise UsageError("node setting 'http.allowed_hosts' must be a list")
+                    v = tuple(v)
                 values[f"http_{sub}"] = v
         elif key in _SCALARS:
             values[key] = value

@@ -25,6 +25,13 @@ curl or any HTTP client can pull from a node:
                                       the input format)
 ====================================  =====================================================
 
+Who may call what (`node.http_auth`): before routing, a request whose ``Host`` is a
+foreign name (DNS rebinding) or whose ``Origin`` is not the node's own is refused (403)
+on every route; every method other than GET/HEAD/OPTIONS (uploads, push, push ingest,
+the daemon's follow/unfollow, attestation posts) needs ``Authorization: Bearer
+<token>`` (401), the workspace's ``.odf/p2p/http-token`` by default. Reads stay open to
+non-browser clients (kamu, curl): they send no ``Origin``.
+
 Node-wide JSON: ``GET /api/status``, ``GET /api/datasets``, ``GET /api/peers`` (peers
 from an injected provider, empty by default). More routes (validator attestations, the
 daemon's endpoints) are added through `create_app`'s ``extra_routes`` hook.
@@ -45,7 +52,7 @@ import os
 import tempfile
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 from urllib.parse import unquote
@@ -57,6 +64,7 @@ from fbs.did import DatasetAlias, DatasetId
 from fbs.errors import FbsError, InvalidDid, InvalidHash, InvalidName, MalformedBlock
 from fbs.keys import KeyPair
 from fbs.multiformats import SHA3_256, Multihash, parse_hash
+from node.http_auth import AccessPolicy, load_or_create_token
 from p2p.errors import (
     Equivocation,
     FrameTooLarge,
@@ -126,9 +134,12 @@ class HttpApiConfig:
         allow_put: accept object uploads.
         allow_push: accept pushes.
         allow_push_create: a push may create a dataset this node does not have.
-        allow_ingest: accept push ingest into datasets this node owns (there is no
-            authentication: bind the API to a trusted interface or disable this).
+        allow_ingest: accept push ingest into datasets this node owns.
         max_ingest_body_bytes: largest push-ingest body (413 above).
+        token: the bearer token every state-changing request needs (default: the
+            workspace's, `node.http_auth.load_or_create_token`).
+        allowed_hosts: host names accepted in ``Host`` besides IP literals and
+            ``localhost`` (``"*"``: any; see `node.http_auth`).
     """
 
     max_put_object_size: int = DEFAULT_MAX_OBJECT_SIZE
@@ -140,6 +151,8 @@ class HttpApiConfig:
     allow_push_create: bool = True
     allow_ingest: bool = True
     max_ingest_body_bytes: int = MAX_INGEST_BODY_BYTES
+    token: str | None = field(default=None, repr=False)
+    allowed_hosts: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,6 +168,7 @@ _STORE: Final = web.AppKey("head_store", HeadStore)
 _HOOKS: Final = web.AppKey("hooks", _Hooks)
 _STARTED: Final = web.AppKey("started", float)
 _PUSH_LOCK: Final = web.AppKey("push_lock", asyncio.Lock)
+_POLICY: Final = web.AppKey("access_policy", AccessPolicy)
 
 
 def _error(status: int, message: str) -> web.Response:
@@ -189,13 +203,35 @@ def _hostile_path(raw_path: str) -> str | None:
     return None
 
 
+def _refuse(request: web.Request, status: int, message: str) -> web.Response:
+    log.warning(
+        "refused %r %r (%s) from %s",
+        request.method[:16],
+        request.path[:200],
+        message,
+        request.remote,
+    )
+    resp = _error(status, message)
+    if status == 401:
+        resp.headers["WWW-Authenticate"] = 'Bearer realm="odf-node"'
+    return resp
+
+
 @web.middleware
 async def _guard(
     request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
 ) -> web.StreamResponse:
-    reason = _hostile_path(request.raw_path)
-    if reason is not None:
-        return _error(400, reason)
+    # Host and Origin, the path's syntax, then the token of a write: before anything
+    # else (nothing is read from the body, no handler runs, nothing changes on disk).
+    policy = request.app[_POLICY]
+    refused = policy.browser_refusal(request.headers)
+    if refused is None:
+        reason = _hostile_path(request.raw_path)
+        if reason is not None:
+            return _error(400, reason)
+        refused = policy.token_refusal(request.method, request.headers)
+    if refused is not None:
+        return _refuse(request, *refused)
     try:
         return await handler(request)
     except _HttpError as e:
@@ -726,17 +762,22 @@ def create_app(
         workspace: the datasets served.
         signer: the key pair of a dataset this node owns, or ``None`` (default: the
             workspace key store). Pass ``lambda _did: None`` to never sign.
-        config: limits and switches.
+        config: limits and switches, the token and the accepted host names.
         head_store: the high-water marks (default: the workspace's).
         peers: provider of the ``/api/peers`` list (default: empty).
         status: provider of extra ``/api/status`` fields (peer id, listen addresses).
         extra_routes: called with the app after the built-in routes and before the
             final catch-all (which would shadow routes added later), e.g. to add
             `node.attest_api.add_attestation_routes` or the daemon's endpoints.
+
+    Raises:
+        TokenFileError: the workspace's token file is unsafe or malformed.
     """
     app = web.Application(middlewares=[_guard], client_max_size=1 << 20)
     app[_WS] = workspace
-    app[_CFG] = config or HttpApiConfig()
+    app[_CFG] = config = config or HttpApiConfig()
+    token = config.token if config.token is not None else load_or_create_token(workspace.root)
+    app[_POLICY] = AccessPolicy.create(token, config.allowed_hosts)
     app[_STORE] = head_store or HeadStore.for_workspace(workspace.root)
     app[_HOOKS] = _Hooks(
         signer=signer or _keystore_signer(workspace),

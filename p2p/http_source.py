@@ -17,7 +17,7 @@ until the end of the body; each payload at most `MAX_FRAME_SIZE` bytes.
 `push_dataset` sends a dataset the local workspace owns (has the key of) to a node:
 objects first (``PUT data/{hash}``), then ``POST push`` with the signed head record
 and the new blocks; the receiving node moves its head only for a record signed by the
-dataset key.
+dataset key. Both are writes: the node wants its bearer token in ``headers``.
 """
 
 from __future__ import annotations
@@ -62,6 +62,7 @@ __all__ = [
     "MAX_FRAME_SIZE",
     "HttpSource",
     "PushResult",
+    "Unauthorized",
     "dataset_base_url",
     "encode_frame",
     "iter_frames",
@@ -411,6 +412,10 @@ def _blocks_since(
     return out
 
 
+class Unauthorized(TransferError):
+    """The node refused the request for a missing or wrong bearer token (HTTP 401)."""
+
+
 async def _check_response(r: aiohttp.ClientResponse, what: str) -> dict[str, Any]:
     body = await r.content.read(64 * 1024)
     try:
@@ -421,6 +426,8 @@ async def _check_response(r: aiohttp.ClientResponse, what: str) -> dict[str, Any
         doc = {"error": str(doc)[:200]}
     if r.status >= 400:
         msg = f"{what}: HTTP {r.status}: {doc.get('error', '')}"
+        if r.status == 401:
+            raise Unauthorized(msg)
         if r.status == 409:
             raise NotDescendant(msg)
         if r.status == 403:
@@ -447,6 +454,8 @@ async def push_dataset(
         KeyStoreError: no private key for the dataset here (only owners can push).
         NotDescendant: the node's head is not in the local chain, or it moved meanwhile.
         InvalidHeadRecord: the node refused the signature.
+        Unauthorized: the node wants a (valid) bearer token in ``headers``
+            (``Authorization: Bearer <token>``, `node.http_auth`).
         TransferError: connection problems, other refusals.
     """
     entry = ws.resolve(ref)

@@ -3,12 +3,16 @@
 - ``odf node run [--config FILE] [--listen ADDR ...] [--http-port P] [--bootstrap ADDR ...]
   [--mdns] [--follow DS|all ...] [--validator] [--engine HOST:PORT] [--refuse-disputed]``:
   serve the workspace until SIGTERM/Ctrl-C (see `node.daemon`). Command-line values
-  override the config file. ``--validator`` checks every replicated block (replaying
-  derivative transforms on the engine) and gossips signed attestations.
+  override the config file. ``--http-allow-host NAME`` accepts NAME in the HTTP ``Host``
+  header (IPs and localhost always are; `node.http_auth`). ``--validator`` checks
+  every replicated block (replaying derivative transforms on the engine) and gossips
+  signed attestations.
 - ``odf node status`` / ``odf node peers``: ask the running node (found through
-  ``.odf/run/node.json``) over its HTTP API; ``--json`` prints the API's JSON. The
-  status shows the validator's backlog and the datasets with evidence against their
-  publisher (disputed heads, equivocation), and which of them policy refuses.
+  ``.odf/run/node.json``) over its HTTP API (with the bearer token of
+  ``.odf/p2p/http-token``, created at the first ``odf node run``); ``--json`` prints
+  the API's JSON. The status shows the validator's backlog and the datasets with
+  evidence against their publisher (disputed heads, equivocation), and which of them
+  policy refuses.
 - ``odf node follow DS``: replicate DS as heads are announced: the running node is told
   over HTTP (persisted); without a running node, a foreground node follows DS. Warns
   when DS is disputed (`node.disputes.disputed_warning`).
@@ -48,6 +52,9 @@ def _config(args: argparse.Namespace) -> NodeConfig:
         mdns=True if args.mdns else None,
         http_host=args.http_host,
         http_port=args.http_port,
+        http_allowed_hosts=(
+            list(base.http_allowed_hosts) + args.http_allow_host if args.http_allow_host else None
+        ),
         follow=follow,
         allow_ingest=False if args.no_ingest else None,
         validator=True if args.validator else None,
@@ -86,17 +93,24 @@ def _running(ws: Workspace) -> RunInfo | None:
     return read_run_info(ws)
 
 
-def _api(info: RunInfo, path: str, body: dict[str, Any] | None = None, method: str = "GET") -> Any:
+def _api(
+    ws: Workspace,
+    info: RunInfo,
+    path: str,
+    body: dict[str, Any] | None = None,
+    method: str = "GET",
+) -> Any:
+    """Call the workspace's running node (with its bearer token, `node.http_auth`)."""
     import urllib.error
     import urllib.request
 
+    from node.http_auth import bearer_headers, read_token
+
     data = json.dumps(body).encode() if body is not None else None
-    req = urllib.request.Request(
-        info.http_url + path,
-        data=data,
-        method=method,
-        headers={"Content-Type": "application/json"} if data else {},
-    )
+    headers = bearer_headers(read_token(ws.root))
+    if data:
+        headers["Content-Type"] = "application/json"
+    req = urllib.request.Request(info.http_url + path, data=data, method=method, headers=headers)
     try:
         with urllib.request.urlopen(req, timeout=API_TIMEOUT_S) as r:
             return json.loads(r.read())
@@ -123,7 +137,7 @@ def cmd_status(args: argparse.Namespace) -> int:
         else:
             print("No node is running for this workspace (start one with: odf node run)")
         return EXIT_NOT_FOUND
-    doc = _api(info, "/api/status")
+    doc = _api(ws, info, "/api/status")
     if args.json:
         print(json.dumps(doc, indent=2))
         return EXIT_OK
@@ -190,7 +204,7 @@ def cmd_peers(args: argparse.Namespace) -> int:
     if info is None:
         err("no node is running for this workspace")
         return EXIT_NOT_FOUND
-    rows = _api(info, "/api/peers")
+    rows = _api(ws, info, "/api/peers")
     if args.json:
         print(json.dumps(rows, indent=2))
         return EXIT_OK
@@ -215,7 +229,7 @@ def cmd_follow(args: argparse.Namespace) -> int:
     _warn_disputed(ws, args.dataset)
     info = _running(ws)
     if info is not None and not args.foreground:
-        doc = _api(info, "/api/follow", {"dataset": args.dataset}, method="POST")
+        doc = _api(ws, info, "/api/follow", {"dataset": args.dataset}, method="POST")
         print(f"Following {doc['followed']} on the running node ({info.http_url})")
         return EXIT_OK
     if info is not None:
@@ -243,7 +257,7 @@ def cmd_unfollow(args: argparse.Namespace) -> int:
     if info is None:
         err("no node is running for this workspace")
         return EXIT_NOT_FOUND
-    doc = _api(info, "/api/follow", {"dataset": args.dataset}, method="DELETE")
+    doc = _api(ws, info, "/api/follow", {"dataset": args.dataset}, method="DELETE")
     print("Stopped following" if doc.get("removed") else "Was not followed", args.dataset)
     return EXIT_OK
 
@@ -270,6 +284,13 @@ def register(sub: Any) -> None:
     r.add_argument("--mdns", action="store_true", help="LAN discovery (binds every interface)")
     r.add_argument("--http-host", metavar="HOST", help="HTTP API bind address (127.0.0.1)")
     r.add_argument("--http-port", type=int, metavar="PORT", help="HTTP API port (0: any)")
+    r.add_argument(
+        "--http-allow-host",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="host name accepted in the HTTP Host header besides IPs and localhost (repeat)",
+    )
     r.add_argument(
         "--follow", action="append", metavar="DS", help="replicate DS (alias, DID or 'all')"
     )

@@ -7,6 +7,10 @@ required from then on for that dataset; more sources of the same dataset can be
 added with ``--from`` (objects are spread over all of them, and a source that serves
 wrong bytes is dropped).
 
+``odf push`` writes to the node, so it needs the node's bearer token (`node.http_auth`):
+``--token T``, ``--token-file FILE`` or ``$ODF_NODE_TOKEN``; pushing to the workspace's
+own running node uses ``.odf/p2p/http-token`` automatically. A refused token exits 2.
+
 Exit codes: p2p refusals (bad or stale head record, equivocation, a chain that does
 not descend from the local one, wrong bytes) are `EXIT_INVALID`, a head that moved
 or diverged `EXIT_CONFLICT`, unreachable sources `EXIT_NOT_FOUND`.
@@ -19,9 +23,17 @@ import sys
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
-from node.cli_util import EXIT_CONFLICT, EXIT_INVALID, EXIT_NOT_FOUND, EXIT_OK, err, open_workspace
+from node.cli_util import (
+    EXIT_CONFLICT,
+    EXIT_INVALID,
+    EXIT_NOT_FOUND,
+    EXIT_OK,
+    EXIT_USAGE,
+    err,
+    open_workspace,
+)
 
-__all__ = ["default_alias_for_url", "register"]
+__all__ = ["default_alias_for_url", "is_own_node", "push_token", "register"]
 
 
 def _guard(fn: Any) -> Any:
@@ -120,10 +132,63 @@ def cmd_fetch(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _loopback(host: str) -> bool:
+    import ipaddress
+
+    if host in ("localhost", "0.0.0.0", "::") or host.endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def is_own_node(node_url: str, url: str) -> bool:
+    """Whether ``url`` reaches the node whose HTTP API is ``node_url`` (same port, same
+    host or both loopback; a node bound to 0.0.0.0 is reached on loopback)."""
+    a, b = urlsplit(node_url), urlsplit(url)
+    try:
+        same_port = (a.port or 80) == (b.port or 80)
+    except ValueError:
+        return False
+    ha, hb = (a.hostname or "").lower(), (b.hostname or "").lower()
+    return a.scheme == b.scheme and same_port and (ha == hb or (_loopback(ha) and _loopback(hb)))
+
+
+def push_token(args: argparse.Namespace, ws: Any) -> str | None:
+    """The bearer token for ``odf push``: ``--token``, ``--token-file``, ``$ODF_NODE_TOKEN``,
+    else the workspace's own token when ``--to`` is the workspace's running node."""
+    import os
+    from pathlib import Path
+
+    from node.daemon import read_run_info
+    from node.errors import UsageError
+    from node.http_auth import TOKEN_ENV, read_token, read_token_file
+
+    if args.token:
+        return str(args.token)
+    if args.token_file:
+        token = read_token_file(Path(args.token_file))
+        if token is None:
+            raise UsageError(f"no token file at {args.token_file}")
+        return token
+    env = os.environ.get(TOKEN_ENV, "").strip()
+    if env:
+        return env
+    info = read_run_info(ws)
+    if info is not None and is_own_node(info.http_url, args.to):
+        return read_token(ws.root)
+    return None
+
+
 def cmd_push(args: argparse.Namespace) -> int:
     import asyncio
 
+    from node.http_auth import bearer_headers
+    from p2p.http_source import Unauthorized
+
     ws = open_workspace(args)
+    headers = bearer_headers(push_token(args, ws))
 
     async def run() -> Any:
         import aiohttp
@@ -132,10 +197,21 @@ def cmd_push(args: argparse.Namespace) -> int:
 
         async with aiohttp.ClientSession() as session:
             return await push_dataset(
-                ws, args.dataset, args.to, session=session, remote_alias=args.remote_alias
+                ws,
+                args.dataset,
+                args.to,
+                session=session,
+                remote_alias=args.remote_alias,
+                headers=headers,
             )
 
-    result = asyncio.run(run())
+    try:
+        result = asyncio.run(run())
+    except Unauthorized as e:
+        hint = "wrong token" if headers else "no token given"
+        err(f"{e} ({hint}: pass --token-file FILE, --token T or set ODF_NODE_TOKEN)")
+        return EXIT_USAGE
+
     if result.blocks_pushed == 0:
         print(f"{args.dataset}: {result.remote_url} is up to date at {result.new_head}")
     else:
@@ -181,4 +257,15 @@ def register(sub: Any) -> None:
     )
     p.add_argument(
         "--as", dest="remote_alias", metavar="ALIAS", help="alias on the node if it is created"
+    )
+    p.add_argument(
+        "--token-file",
+        metavar="FILE",
+        help="file holding the node's bearer token (its .odf/p2p/http-token, mode 0600)",
+    )
+    p.add_argument(
+        "--token",
+        metavar="TOKEN",
+        help="the node's bearer token (visible to other users in ps: prefer "
+        "--token-file or $ODF_NODE_TOKEN)",
     )

@@ -21,6 +21,7 @@ from node.daemon import (
 )
 from node.daemon_config import NodeConfig, load_config, parse_config
 from node.errors import UsageError
+from node.http_auth import bearer_headers, read_token, token_path
 from p2p.sync import pull_dataset
 from storage.verify import verify_integrity
 from tests.p2p.sync_helpers import make_dataset, new_workspace
@@ -113,7 +114,9 @@ async def test_run_file_lock_and_http_endpoints(tmp_path: Path) -> None:
         with pytest.raises(NodeAlreadyRunning):
             await NodeDaemon(ws, CFG).start()
         assert read_run_info(ws) == info  # the failed start left the file alone
-        async with aiohttp.ClientSession() as s:
+        token = read_token(ws.root)  # created on first start, mode 0600
+        assert token and (token_path(ws.root).stat().st_mode & 0o777) == 0o600
+        async with aiohttp.ClientSession(headers=bearer_headers(token)) as s:
             async with s.get(daemon.http_url + "/api/status") as r:
                 status = await r.json()
             assert status["peerId"] == daemon.host.peer_id and status["datasets"] == 1

@@ -24,6 +24,7 @@ from node.daemon import NodeDaemon
 from node.daemon_config import NodeConfig, parse_config
 from node.disputes import DisputePolicy, disputed_warning, publisher_record, refusal_reason
 from node.errors import UsageError
+from node.http_auth import bearer_headers, read_token
 from node.validator import load_or_create_validator_key
 from p2p.attestation import Attestation, Verdict, sign_attestation
 from p2p.attestation_store import AttestationStore
@@ -183,7 +184,7 @@ async def test_divergence_and_equivocation_are_recorded_and_refused(tmp_path: Pa
                 detail="newData.logicalHash",
                 engine="spark (test)",
             )
-            async with aiohttp.ClientSession() as s:
+            async with aiohttp.ClientSession(headers=bearer_headers(read_token(wb.root))) as s:
                 url = f"{b.http_url}/{div_id.as_multibase()}/attestations"
                 async with s.post(url, data=att.to_json()) as r:
                     assert r.status == 201

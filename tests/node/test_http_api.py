@@ -14,6 +14,7 @@ import pytest
 from fbs.keys import KeyPair
 from fbs.multiformats import Multihash
 from node.http_api import HttpApiConfig
+from node.http_auth import bearer_headers, load_or_create_token
 from p2p.head_record import HeadRecord, sign_head
 from p2p.head_store import HeadStore
 from p2p.http_source import BLOCK_FRAMES_MEDIA_TYPE, encode_frame, push_dataset
@@ -39,6 +40,11 @@ def ws(tmp_path: Path) -> Workspace:
     w = new_workspace(tmp_path / "node")
     make_dataset(w, "prices", tmp_path / "files", 2, checkpoints=True)
     return w
+
+
+def auth(ws: Workspace) -> dict[str, str]:
+    """The ``Authorization`` header the node serving ``ws`` wants for writes."""
+    return bearer_headers(load_or_create_token(ws.root))
 
 
 def pending(ws: Workspace) -> list[str]:
@@ -118,7 +124,7 @@ def test_put_object_streams_into_quarantine(ws: Workspace, tmp_path: Path) -> No
     h = Multihash.sha3_256(content)
 
     async def main() -> None:
-        async with serve_workspace(ws) as url, aiohttp.ClientSession() as s:
+        async with serve_workspace(ws) as url, aiohttp.ClientSession(headers=auth(ws)) as s:
             base = f"{url}/prices/data/{h}"
             # Wrong content for the hash.
             async with s.put(base, data=b"x" * len(content)) as r:
@@ -135,18 +141,18 @@ def test_put_object_streams_into_quarantine(ws: Workspace, tmp_path: Path) -> No
         small = HttpApiConfig(max_put_object_size=10)
         async with (
             serve_workspace(ws, small) as url2,
-            aiohttp.ClientSession() as s,
+            aiohttp.ClientSession(headers=auth(ws)) as s,
             s.put(f"{url2}/prices/data/{h}", data=content) as r,
         ):
             assert r.status == 413
-        async with serve_workspace(ws) as url, aiohttp.ClientSession() as s:
+        async with serve_workspace(ws) as url, aiohttp.ClientSession(headers=auth(ws)) as s:
             for kind in ("data", "checkpoints"):
                 async with s.put(f"{url}/prices/{kind}/{h}", data=content) as r:
                     assert r.status == 201
         disabled = HttpApiConfig(allow_put=False)
         async with (
             serve_workspace(ws, disabled) as url3,
-            aiohttp.ClientSession() as s,
+            aiohttp.ClientSession(headers=auth(ws)) as s,
             s.put(f"{url3}/prices/data/{h}", data=content) as r,
         ):
             assert r.status == 403
@@ -164,7 +170,7 @@ def test_push_creates_and_updates_only_with_owner_signature(tmp_path: Path) -> N
     did = owner.resolve("prices").id
 
     async def main() -> None:
-        async with serve_workspace(node) as url, aiohttp.ClientSession() as s:
+        async with serve_workspace(node) as url, aiohttp.ClientSession(headers=auth(node)) as s:
             r1 = await push_dataset(owner, "prices", url, session=s)
             assert r1.old_head is None and r1.blocks_pushed == 4 and r1.objects_uploaded == 4
             assert node.get("prices").head() == ds.head()
@@ -201,7 +207,7 @@ def test_push_creates_and_updates_only_with_owner_signature(tmp_path: Path) -> N
             async with s.post(push_url, data=encode_frame(raw)) as r:
                 assert r.status in (400, 403)
             assert node.get("prices").head() == head_before
-            # Anyone may upload objects (content-addressed), but that moves nothing.
+            # A token holder may upload objects (content-addressed): that moves nothing.
             for kind, store in (("data", ds.layout.data), ("checkpoints", ds.layout.checkpoints)):
                 for oh in store.iter_hashes():
                     async with s.put(f"{url}/prices/{kind}/{oh}", data=store.get(oh)) as r:
@@ -228,11 +234,11 @@ def test_push_disabled_and_bad_bodies(ws: Workspace) -> None:
     async def main() -> None:
         async with (
             serve_workspace(ws, HttpApiConfig(allow_push=False)) as url,
-            aiohttp.ClientSession() as s,
+            aiohttp.ClientSession(headers=auth(ws)) as s,
             s.post(f"{url}/prices/push", data=b"") as r,
         ):
             assert r.status == 403
-        async with serve_workspace(ws) as url, aiohttp.ClientSession() as s:
+        async with serve_workspace(ws) as url, aiohttp.ClientSession(headers=auth(ws)) as s:
             for body in (b"", b"\x00\x00", b"\xff\xff\xff\xff" + b"x", encode_frame(b"{}")):
                 async with s.post(f"{url}/prices/push", data=body) as r:
                     assert r.status in (400, 403), body
@@ -282,7 +288,7 @@ def test_ingest_refused_for_replicas(tmp_path: Path, ws: Workspace) -> None:
             )
         async with (
             serve_workspace(replica) as url,
-            aiohttp.ClientSession() as s,
+            aiohttp.ClientSession(headers=auth(replica)) as s,
             s.post(f"{url}/prices/ingest", data=b"a,b\n1,2\n") as r,
         ):
             assert r.status == 403
@@ -290,7 +296,7 @@ def test_ingest_refused_for_replicas(tmp_path: Path, ws: Workspace) -> None:
         # The owner's dataset has no push source: the pipeline says so (404).
         async with (
             serve_workspace(ws) as url,
-            aiohttp.ClientSession() as s,
+            aiohttp.ClientSession(headers=auth(ws)) as s,
             s.post(f"{url}/prices/ingest", data=b"a,b\n1,2\n") as r,
         ):
             assert r.status == 404

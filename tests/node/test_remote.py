@@ -10,8 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from node.cli_util import EXIT_CONFLICT, EXIT_NOT_FOUND, EXIT_OK
+from node.cli_util import EXIT_CONFLICT, EXIT_NOT_FOUND, EXIT_OK, EXIT_USAGE
 from node.commands import remote
+from node.http_auth import TOKEN_ENV, token_path
+from storage.errors import DatasetNotFound
 from storage.verify import verify_integrity
 from storage.workspace import Workspace
 from tests.p2p.sync_helpers import add_slices, make_dataset, new_workspace, serve_workspace
@@ -59,7 +61,9 @@ def cli(ws: Workspace, *argv: str) -> int:
     return code
 
 
-def test_fetch_clone_update_and_push(node: tuple[Workspace, str], tmp_path: Path) -> None:
+def test_fetch_clone_update_and_push(
+    node: tuple[Workspace, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     served, url = node
     ds = make_dataset(served, "prices", tmp_path / "f", 2)
     mine = new_workspace(tmp_path / "mine")
@@ -69,8 +73,21 @@ def test_fetch_clone_update_and_push(node: tuple[Workspace, str], tmp_path: Path
     assert cli(mine, "fetch", f"{url}/prices", "--as", "prices", "-q") == EXIT_OK
     assert mine.get("prices").head() == ds.head()
     assert verify_integrity(mine.get("prices")).ok
-    # A dataset this workspace owns can be pushed to the node.
+    # A dataset this workspace owns can be pushed to the node, with the node's token.
     own = make_dataset(mine, "mine.data", tmp_path / "h", 1)
+    monkeypatch.delenv(TOKEN_ENV, raising=False)
+    assert cli(mine, "push", "mine.data", "--to", url) == EXIT_USAGE  # no token: 401
+    assert cli(mine, "push", "mine.data", "--to", url, "--token", "x" * 43) == EXIT_USAGE
+    monkeypatch.setenv(TOKEN_ENV, "y" * 43)
+    assert cli(mine, "push", "mine.data", "--to", url) == EXIT_USAGE
+    with pytest.raises(DatasetNotFound):
+        served.get("mine.data")
+    monkeypatch.delenv(TOKEN_ENV)
+    token_file = str(token_path(served.root))
+    assert cli(mine, "push", "mine.data", "--to", url, "--token-file", token_file) == EXIT_OK
+    assert served.get("mine.data").head() == own.head()
+    add_slices(own, tmp_path / "i", 1)
+    monkeypatch.setenv(TOKEN_ENV, token_path(served.root).read_text().strip())
     assert cli(mine, "push", "mine.data", "--to", url) == EXIT_OK
     assert served.get("mine.data").head() == own.head()
     # A second clone by DID URL with an explicit alias.
@@ -90,6 +107,15 @@ def test_fetch_errors_map_to_exit_codes(node: tuple[Workspace, str], tmp_path: P
     add_slices(mine.get("prices"), tmp_path / "g", 1)
     add_slices(served.get("prices"), tmp_path / "h", 1, rows=2)
     assert cli(mine, "fetch", f"{url}/prices/", "-q") == EXIT_CONFLICT
+
+
+def test_is_own_node() -> None:
+    assert remote.is_own_node("http://127.0.0.1:8080", "http://localhost:8080/")
+    assert remote.is_own_node("http://0.0.0.0:8080", "http://127.0.0.1:8080")
+    assert remote.is_own_node("http://[::1]:8080", "http://127.0.0.1:8080/x")
+    assert not remote.is_own_node("http://127.0.0.1:8080", "http://127.0.0.1:8081")
+    assert not remote.is_own_node("http://127.0.0.1:8080", "http://10.0.0.1:8080")
+    assert not remote.is_own_node("http://127.0.0.1:8080", "https://127.0.0.1:8080")
 
 
 def test_default_alias_for_url() -> None:

@@ -23,6 +23,7 @@ from fbs.keys import KeyPair
 from fbs.multiformats import Multihash
 from node.attest_api import add_attestation_routes
 from node.http_api import create_app
+from node.http_auth import bearer_headers, read_token
 from node.transform import (
     pull_derivative,
 )
@@ -118,7 +119,9 @@ async def test_honest_and_cheating_publishers_two_validators_third_node(
     add_attestation_routes(app, store_obs, ws_obs)
     runner, url = await start(app)
     try:
-        async with aiohttp.ClientSession() as http:
+        # Posting is a write: it needs the node's bearer token (`node.http_auth`).
+        token = bearer_headers(read_token(ws_obs.root))
+        async with aiohttp.ClientSession(headers=token) as http:
             for alias in names:
                 did = ws_val.resolve(alias).id
                 items = [a.to_dict() for a in store_val.attestations(did)]
