@@ -69,15 +69,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import fcntl
 import json
 import logging
 import os
 import signal
-import sys
 import time
 from collections import OrderedDict, deque
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
@@ -88,10 +86,21 @@ from fbs.errors import FbsError, OdfError
 from fbs.multiformats import Multihash
 from node.attest_api import add_attestation_routes
 from node.daemon_config import NodeConfig
+from node.daemon_log import event, setup_logging
+from node.daemon_runfile import (
+    MAX_RUN_FILE_BYTES,
+    RUN_FILE,
+    NodeAlreadyRunning,
+    NodeNotRunning,
+    RunFile,
+    RunInfo,
+    read_run_info,
+)
 from node.disputes import DisputePolicy, publisher_record, publisher_records, refusal_reason
-from node.errors import NodeError, UsageError
+from node.errors import UsageError
 from node.http_api import HttpApiConfig, create_app
 from node.http_auth import load_or_create_token
+from node.remote_resolve import RemoteRef, ResolvedRemote, parse_remote_ref, resolve_remote
 from node.validator import Validator, ValidatorWorker, load_or_create_validator_key
 from p2p.attestation import Attestation, Verdict
 from p2p.attestation_gossip import ATTESTATIONS_TOPIC, AttestationGossip
@@ -105,10 +114,8 @@ from p2p.errors import (
     InvalidHeadRecord,
     NotDescendant,
     P2PError,
-    PeerMisbehaved,
     PeerUnavailable,
     StaleHead,
-    TransferError,
 )
 from p2p.exchange import ExchangeClient, ExchangeServer
 from p2p.gossip import HEADS_TOPIC, HeadGossip
@@ -145,18 +152,10 @@ __all__ = [
     "setup_logging",
 ]
 
-log = logging.getLogger("odf.node")
-
 #: Identity key file, relative to the workspace root (``.odf/``).
 IDENTITY_FILE: Final = "p2p/identity.key"
-#: Run directory files, relative to the workspace root.
-RUN_DIR: Final = "run"
-RUN_FILE: Final = "run/node.json"
-LOCK_FILE: Final = "run/node.lock"
 #: Follows added at run time.
 FOLLOW_FILE: Final = "p2p/follow.json"
-#: Largest run / follow file read.
-MAX_RUN_FILE_BYTES: Final = 64 * 1024
 #: Most follow entries.
 MAX_FOLLOWS: Final = 10_000
 #: Network heads remembered (datasets seen in gossip), most recent kept.
@@ -181,174 +180,6 @@ MAX_EARLY_DATASETS: Final = 1_000
 #: Own attestations gossiped again per round (new subscribers of the topic, and every
 #: ``reannounce_interval_s``), newest blocks first.
 MAX_REANNOUNCE_ATTESTATIONS: Final = 256
-#: Loggers of py-libp2p and friends lowered to WARNING.
-NOISY_LOGGERS: Final = (
-    "libp2p",
-    "multiaddr",
-    "async_service",
-    "aiohttp.access",
-    "asyncio",
-    "trio",
-)
-
-
-class NodeAlreadyRunning(NodeError):
-    """Another node process serves this workspace (its run lock is held)."""
-
-
-class NodeNotRunning(NodeError):
-    """No node process serves this workspace."""
-
-
-# -- logging ---------------------------------------------------------------------------
-
-
-class _JsonFormatter(logging.Formatter):
-    def format(self, record: logging.LogRecord) -> str:
-        doc: dict[str, Any] = {
-            "ts": round(record.created, 3),
-            "level": record.levelname.lower(),
-            "logger": record.name,
-            "msg": record.getMessage(),
-        }
-        fields = getattr(record, "fields", None)
-        if isinstance(fields, dict):
-            doc.update(fields)
-        if record.exc_info and record.exc_info[0] is not None:
-            doc["exc"] = self.formatException(record.exc_info)
-        return json.dumps(doc, default=str, ensure_ascii=False)
-
-
-class _TextFormatter(logging.Formatter):
-    def format(self, record: logging.LogRecord) -> str:
-        parts = [
-            time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created)),
-            f"level={record.levelname.lower()}",
-            f"logger={record.name}",
-            f"msg={json.dumps(record.getMessage())}",
-        ]
-        fields = getattr(record, "fields", None)
-        if isinstance(fields, dict):
-            for k, v in fields.items():
-                text = v if isinstance(v, int | float) else json.dumps(str(v))
-                parts.append(f"{k}={text}")
-        line = " ".join(parts)
-        if record.exc_info and record.exc_info[0] is not None:
-            line += "\n" + self.formatException(record.exc_info)
-        return line
-
-
-def setup_logging(level: str = "info", fmt: str = "json", stream: Any = None) -> None:
-    """Structured logs on ``stream`` (stderr): ``json`` lines or ``text`` key=value.
-
-    py-libp2p's loggers (`NOISY_LOGGERS`) are set to WARNING unless ``level`` is debug.
-    """
-    handler = logging.StreamHandler(stream or sys.stderr)
-    handler.setFormatter(_JsonFormatter() if fmt == "json" else _TextFormatter())
-    root = logging.getLogger()
-    for old in list(root.handlers):
-        root.removeHandler(old)
-    root.addHandler(handler)
-    root.setLevel(level.upper())
-    for name in NOISY_LOGGERS:
-        logging.getLogger(name).setLevel(logging.DEBUG if level == "debug" else logging.WARNING)
-
-
-def _event(level: int, msg: str, **fields: Any) -> None:
-    log.log(level, msg, extra={"fields": fields})
-
-
-# -- run directory ---------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class RunInfo:
-    """What ``.odf/run/node.json`` says about the running node.
-
-    Attributes:
-        pid: the node process.
-        peer_id: its libp2p peer id.
-        addrs: its dialable multiaddrs (with ``/p2p/<peer id>``).
-        http_url: base URL of its HTTP API.
-        started_at: UNIX time of start.
-    """
-
-    pid: int
-    peer_id: str
-    addrs: tuple[str, ...]
-    http_url: str
-    started_at: float
-
-    def to_json(self) -> bytes:
-        """The file's JSON."""
-        return json.dumps(
-            {
-                "pid": self.pid,
-                "peerId": self.peer_id,
-                "addrs": list(self.addrs),
-                "httpUrl": self.http_url,
-                "startedAt": self.started_at,
-            },
-            indent=2,
-        ).encode()
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def read_run_info(ws: Workspace) -> RunInfo | None:
-    """The running node of ``ws`` (``None``: no node, or a stale file of a dead process)."""
-    path = ws.root / RUN_FILE
-    try:
-        data = read_bytes_limited(path, MAX_RUN_FILE_BYTES)
-    except (FileNotFoundError, StorageError):
-        return None
-    if data is None:
-        return None
-    try:
-        doc = json.loads(data)
-        info = RunInfo(
-            pid=int(doc["pid"]),
-            peer_id=str(doc["peerId"]),
-            addrs=tuple(str(a) for a in doc["addrs"]),
-            http_url=str(doc["httpUrl"]),
-            started_at=float(doc["startedAt"]),
-        )
-    except (ValueError, KeyError, TypeError):
-        return None
-    return info if _pid_alive(info.pid) else None
-
-
-class _RunLock:
-    """``.odf/run/node.lock``: one node per workspace (released by the kernel on exit)."""
-
-    def __init__(self, ws: Workspace) -> None:
-        self.path = ws.root / LOCK_FILE
-        self._fd: int | None = None
-
-    def acquire(self) -> None:
-        ensure_dir(self.path.parent)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(fd)
-            raise NodeAlreadyRunning(
-                f"a node already serves this workspace ({self.path})"
-            ) from None
-        self._fd = fd
-
-    def release(self) -> None:
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
 
 
 # -- follower bookkeeping ----------------------------------------------------------------
@@ -487,7 +318,7 @@ class NodeDaemon:
         self._att_topic_peers: frozenset[str] = frozenset()
         self._reannounce_task: asyncio.Task[None] | None = None
         self._write_run_file = write_run_file
-        self._lock = _RunLock(workspace)
+        self._run_file = RunFile(workspace)
         self._runner: web.AppRunner | None = None
         self.http_url = ""
         self._tasks: list[asyncio.Task[None]] = []
@@ -516,7 +347,7 @@ class NodeDaemon:
             OSError: the HTTP port cannot be bound.
         """
         if self._write_run_file:
-            self._lock.acquire()
+            self._run_file.acquire()
         try:
             await self._start()
         except BaseException:
@@ -560,13 +391,13 @@ class NodeDaemon:
             info = RunInfo(
                 os.getpid(), self.host.peer_id, tuple(self.host.addrs), self.http_url, time.time()
             )
-            atomic_write_bytes(self.ws.root / RUN_FILE, info.to_json())
+            self._run_file.publish(info)
         self._tasks.append(asyncio.create_task(self._watch_loop(), name="head-watcher"))
         if self.worker is not None:
             self._tasks.append(asyncio.create_task(self.worker.run(), name="validator"))
             for did in await asyncio.to_thread(self._replicas):
                 self.worker.queue(did)  # catch up: the backlog left by the last run
-        _event(
+        event(
             logging.INFO,
             "node started",
             peer_id=self.host.peer_id,
@@ -604,7 +435,7 @@ class NodeDaemon:
             try:
                 await self.host.connect(addr)
             except P2PError as e:
-                _event(logging.WARNING, "bootstrap dial failed", addr=addr, error=str(e))
+                event(logging.WARNING, "bootstrap dial failed", addr=addr, error=str(e))
 
         await asyncio.gather(*(dial(a) for a in self.config.bootstrap))
 
@@ -627,11 +458,10 @@ class NodeDaemon:
             await self.host.stop()
         if self._write_run_file:
             if self._started:
-                with contextlib.suppress(OSError):
-                    (self.ws.root / RUN_FILE).unlink()
-            self._lock.release()
+                self._run_file.remove()
+            self._run_file.release()
         if self._started:
-            _event(logging.INFO, "node stopped", cancelled_pulls=len(pulls))
+            event(logging.INFO, "node stopped", cancelled_pulls=len(pulls))
 
     async def __aenter__(self) -> NodeDaemon:
         await self.start()
@@ -650,7 +480,7 @@ class NodeDaemon:
         try:
             items = json.loads(data or b"[]")
         except ValueError:
-            _event(logging.WARNING, "ignoring unreadable follow file")
+            event(logging.WARNING, "ignoring unreadable follow file")
             return
         if isinstance(items, list):
             for item in items[:MAX_FOLLOWS]:
@@ -697,7 +527,7 @@ class NodeDaemon:
                 raise UsageError(f"at most {MAX_FOLLOWS} follows")
             self._follow.append(entry)
             self._save_follows()
-            _event(logging.INFO, "following", dataset=entry)
+            event(logging.INFO, "following", dataset=entry)
         self._wake.set()
         return entry
 
@@ -779,7 +609,7 @@ class NodeDaemon:
             # Signed meanwhile by the HTTP API (refs/head.sig) for the same head.
             held = self.head_store.get(did)
             return held if held is not None and held.head == state.head else None
-        _event(
+        event(
             logging.INFO,
             "signed head",
             dataset=did.to_did_odf(),
@@ -806,10 +636,10 @@ class NodeDaemon:
             try:
                 record = self._record_for_head(did, head)
             except Equivocation as e:
-                _event(logging.ERROR, "refusing to sign a conflicting head", error=str(e))
+                event(logging.ERROR, "refusing to sign a conflicting head", error=str(e))
                 record = None
             except (OdfError, OSError) as e:
-                _event(logging.WARNING, "cannot sign head", dataset=name, error=str(e))
+                event(logging.WARNING, "cannot sign head", dataset=name, error=str(e))
                 continue
             if did in self._seen_heads and not self.ws.keys.has(did):
                 self._changed.append(did)  # a replica moved (push, `odf pull`)
@@ -823,10 +653,10 @@ class NodeDaemon:
         try:
             await self.gossip.announce(record)
         except (P2PError, OdfError) as e:
-            _event(logging.WARNING, "announce failed", error=str(e))
+            event(logging.WARNING, "announce failed", error=str(e))
             return
         self.announced += 1
-        _event(
+        event(
             logging.DEBUG,
             "announced",
             dataset=record.dataset_id.to_did_odf(),
@@ -867,7 +697,7 @@ class NodeDaemon:
             except asyncio.CancelledError:
                 raise
             except (OdfError, OSError) as e:
-                _event(logging.WARNING, "head watcher step failed", error=str(e))
+                event(logging.WARNING, "head watcher step failed", error=str(e))
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), cfg.head_poll_interval_s)
 
@@ -876,7 +706,7 @@ class NodeDaemon:
     def _remember(self, record: HeadRecord, origin: str) -> None:
         known = self._known.get(record.dataset_id)
         if known is None or record.sequence_number > known.record.sequence_number:
-            _event(
+            event(
                 logging.INFO,
                 "head heard",
                 dataset=record.dataset_id.to_did_odf(),
@@ -911,11 +741,11 @@ class NodeDaemon:
         except StaleHead:
             return False
         except Equivocation as e:
-            _event(logging.WARNING, "equivocation recorded", dataset=str(did), error=str(e))
+            event(logging.WARNING, "equivocation recorded", dataset=str(did), error=str(e))
             self._disputes_dirty = True
             return False
         except P2PError as e:
-            _event(logging.INFO, "record refused", dataset=str(did), error=str(e))
+            event(logging.INFO, "record refused", dataset=str(did), error=str(e))
             return False
         if not self.is_followed(did):
             return False
@@ -974,7 +804,7 @@ class NodeDaemon:
             try:
                 result = await self._pull_once(record, want.providers)
             except asyncio.CancelledError:
-                _event(logging.INFO, "pull cancelled", dataset=str(did))
+                event(logging.INFO, "pull cancelled", dataset=str(did))
                 raise
             except (StaleHead, Equivocation, NotDescendant, InvalidHeadRecord) as e:
                 # Not retryable: the record is behind, conflicting or off our history.
@@ -994,7 +824,7 @@ class NodeDaemon:
                         return
                     continue
                 delay = min(MAX_RETRY_DELAY_S, cfg.pull_retry_delay_s * 2 ** (want.attempts - 1))
-                _event(
+                event(
                     logging.INFO,
                     "pull failed, retrying",
                     dataset=str(did),
@@ -1039,7 +869,7 @@ class NodeDaemon:
             finished_at=time.time(),
         )
         self._history.append(rec)
-        _event(
+        event(
             logging.INFO if ok else logging.WARNING,
             "pull done" if ok else "pull failed",
             **rec.to_dict(),
@@ -1079,7 +909,7 @@ class NodeDaemon:
         sources: list[ObjectSource] = [
             Libp2pSource(self.host, self.client, p, record.dataset_id) for p in peers
         ]
-        _event(
+        event(
             logging.INFO,
             "pulling",
             dataset=str(record.dataset_id),
@@ -1247,7 +1077,7 @@ class NodeDaemon:
             if entry not in self._follow and not self.ws.keys.has(inp):
                 with contextlib.suppress(UsageError):
                     self.follow(entry)
-                    _event(logging.INFO, "following input", dataset=entry, of=did.to_did_odf())
+                    event(logging.INFO, "following input", dataset=entry, of=did.to_did_odf())
         self.worker.queue(did)
         for dep in await asyncio.to_thread(self._dependents, did):
             self.worker.queue(dep)  # may have waited for this input
@@ -1271,11 +1101,11 @@ class NodeDaemon:
                 self._keep_early(att)
                 return
             self.attestation_stats["rejected"] += 1
-            _event(logging.INFO, "attestation rejected", error=str(e))
+            event(logging.INFO, "attestation rejected", error=str(e))
             return
         except (StorageError, OSError) as e:
             self.attestation_stats["rejected"] += 1
-            _event(logging.WARNING, "cannot store attestation", error=str(e))
+            event(logging.WARNING, "cannot store attestation", error=str(e))
             return
         self._count_accepted(result)
 
@@ -1297,7 +1127,7 @@ class NodeDaemon:
         self.attestation_stats["accepted"] += 1
         if att.verdict is Verdict.DIVERGED:
             self._disputes_dirty = True
-            _event(
+            event(
                 logging.WARNING,
                 "dataset disputed",
                 dataset=att.dataset_id.to_did_odf(),
@@ -1307,7 +1137,7 @@ class NodeDaemon:
                 validator=att.validator.to_did_key(),
             )
         if result.conflict:
-            _event(
+            event(
                 logging.WARNING,
                 "validator signed both verdicts",
                 validator=att.validator.to_did_key(),
@@ -1326,7 +1156,7 @@ class NodeDaemon:
         try:
             await self.attestation_gossip.publish(att)
         except (P2PError, OdfError) as e:
-            _event(logging.WARNING, "attestation gossip failed", error=str(e))
+            event(logging.WARNING, "attestation gossip failed", error=str(e))
             return
         self.attestation_stats["published"] += 1
         if att.verdict is Verdict.DIVERGED:
@@ -1390,7 +1220,7 @@ class NodeDaemon:
         reason = refusal_reason(record, self.policy)
         if reason is not None and self._refused.get(did) != reason:
             self._refused[did] = reason
-            _event(logging.WARNING, "refusing new heads", dataset=did.to_did_odf(), reason=reason)
+            event(logging.WARNING, "refusing new heads", dataset=did.to_did_odf(), reason=reason)
         return reason
 
     # -- status --------------------------------------------------------------------------
@@ -1518,7 +1348,7 @@ async def _serve(ws: Workspace, config: NodeConfig, ready: Callable[[NodeDaemon]
         await daemon.start()
         ready(daemon)
         await stop.wait()
-        _event(logging.INFO, "shutting down")
+        event(logging.INFO, "shutting down")
     finally:
         await daemon.stop()
         # File work already in worker threads (appends, renames) completes first.
@@ -1536,158 +1366,3 @@ def run_daemon(
     """
     setup_logging(config.log_level, config.log_format)
     asyncio.run(_serve(ws, config, ready or (lambda _d: None)))
-
-
-# -- remote references (for ``odf pull``) ------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class RemoteRef:
-    """A parsed remote reference.
-
-    Attributes:
-        kind: ``"http"`` (node or dataset URL), ``"libp2p"`` (peer multiaddr), or
-            ``"did"`` (resolved through the running node's peers).
-        url: the URL (http).
-        addr: the peer multiaddr with ``/p2p/<id>`` (libp2p).
-        dataset: the dataset named with the reference, if any (alias or DID text).
-    """
-
-    kind: str
-    url: str = ""
-    addr: str = ""
-    dataset: str | None = None
-
-
-def parse_remote_ref(ref: str, dataset: str | None = None) -> RemoteRef:
-    """Parse ``ref`` for `resolve_remote`.
-
-    Forms: ``http(s)://host:port[/dataset]`` (``odf+`` prefix allowed),
-    ``/ip4/…/tcp/…/p2p/<peer>[/did:odf:…]``, ``did:odf:…``.
-
-    Raises:
-        UsageError: none of these forms, or a libp2p address without a dataset DID.
-    """
-    text = ref.strip()
-    low = text.lower()
-    if low.startswith(("odf+http://", "odf+https://")):
-        text, low = text[4:], low[4:]
-    if low.startswith(("http://", "https://")):
-        return RemoteRef("http", url=text, dataset=dataset)
-    if text.startswith("did:"):
-        try:
-            did = DatasetId.from_did(text)
-        except FbsError as e:
-            raise UsageError(f"invalid dataset id {text!r}: {e}") from None
-        return RemoteRef("did", dataset=did.to_did_odf())
-    if text.startswith("/"):
-        addr, sep, did_text = text.partition("/did:")
-        ds = f"did:{did_text}" if sep else dataset
-        if "/p2p/" not in addr:
-            raise UsageError(f"a peer address needs /p2p/<peer id>: {ref!r}")
-        if ds is None or not ds.startswith("did:"):
-            raise UsageError("pulling from a peer address needs the dataset DID")
-        return RemoteRef("libp2p", addr=addr, dataset=ds)
-    raise UsageError(f"not a node URL, peer address or dataset DID: {ref!r}")
-
-
-@dataclass(slots=True)
-class ResolvedRemote:
-    """Sources for `p2p.sync.pull_dataset` (valid inside `resolve_remote`'s block).
-
-    Attributes:
-        sources: the object sources.
-        dataset_id: the dataset, when known.
-        head_record: the best signed head record the sources offered (or ``None``).
-        alias: a suggested local alias (the URL's last segment), if any.
-    """
-
-    sources: list[ObjectSource]
-    dataset_id: DatasetId | None = None
-    head_record: HeadRecord | None = None
-    alias: str | None = None
-
-
-@contextlib.asynccontextmanager
-async def resolve_remote(
-    ref: str, ws: Workspace, *, dataset: str | None = None, timeout_s: float = 30.0
-) -> AsyncIterator[ResolvedRemote]:
-    """Open the sources named by ``ref`` (see `parse_remote_ref`) for a pull into ``ws``.
-
-    A URL gives one `p2p.http_source.HttpSource`; a peer address, or a DID resolved
-    through the running node's peers (``GET /api/network/{did}``), gives
-    `p2p.libp2p_source.Libp2pSource` s over a temporary libp2p host (ephemeral identity,
-    loopback listener) that lives as long as the block. Example::
-
-        async with resolve_remote(ref, ws) as remote:
-            await pull_dataset(ws, remote.sources, dataset_id=remote.dataset_id,
-                               head_record=remote.head_record)
-
-    Raises:
-        UsageError: an unparsable reference.
-        NodeNotRunning: a DID but no running node for ``ws``.
-        PeerUnavailable: nobody reachable serves the dataset.
-    """
-    import aiohttp
-
-    from node.commands.remote import default_alias_for_url
-    from p2p.http_source import HttpSource, dataset_base_url
-
-    parsed = parse_remote_ref(ref, dataset)
-    if parsed.kind == "http":
-        url = parsed.url
-        if parsed.dataset is not None:
-            url = dataset_base_url(url, parsed.dataset)
-        async with aiohttp.ClientSession() as session:
-            src = HttpSource(url, session)
-            record = await src.get_head_record()
-            yield ResolvedRemote(
-                [src],
-                record.dataset_id if record is not None else None,
-                record,
-                default_alias_for_url(url),
-            )
-        return
-    assert parsed.dataset is not None
-    did = DatasetId.from_did(parsed.dataset)
-    if parsed.kind == "libp2p":
-        addrs = [parsed.addr]
-    else:
-        info = read_run_info(ws)
-        if info is None:
-            raise NodeNotRunning("resolving a dataset id needs a running node (odf node run)")
-        timeout = aiohttp.ClientTimeout(total=timeout_s)
-        async with aiohttp.ClientSession(timeout=timeout) as session:
-            url = f"{info.http_url}/api/network/{did.to_did_odf()}"
-            try:
-                async with session.get(url) as resp:
-                    doc = await resp.json()
-            except (aiohttp.ClientError, TimeoutError, ValueError) as e:
-                raise PeerUnavailable(f"cannot ask the running node: {e}") from None
-        addrs = [a for p in doc.get("providers", []) for a in p.get("addrs", [])[:2]]
-        if not addrs:
-            raise PeerUnavailable(f"no peer of the running node serves {did}")
-    host = P2PHost(HostConfig(listen_addrs=("/ip4/127.0.0.1/tcp/0",)))
-    await host.start()
-    try:
-        client = ExchangeClient(host)
-        peers: list[str] = []
-        for addr in addrs:
-            try:
-                peer = await host.connect(addr)
-            except PeerUnavailable:
-                continue
-            if peer not in peers:
-                peers.append(peer)
-        if not peers:
-            raise PeerUnavailable(f"cannot reach any peer serving {did}")
-        sources = [Libp2pSource(host, client, p, did) for p in peers]
-        best: HeadRecord | None = None
-        for s in sources:
-            with contextlib.suppress(TransferError, PeerMisbehaved, PeerUnavailable):
-                r = await s.get_head_record()
-                if r is not None and (best is None or r.sequence_number > best.sequence_number):
-                    best = r
-        yield ResolvedRemote(list(sources), did, best, None)
-    finally:
-        await host.stop()

@@ -64,6 +64,7 @@ from fbs.did import DatasetAlias, DatasetId
 from fbs.errors import FbsError, InvalidDid, InvalidHash, InvalidName, MalformedBlock
 from fbs.keys import KeyPair
 from fbs.multiformats import SHA3_256, Multihash, parse_hash
+from fbs.rules import referenced_objects
 from node.http_auth import AccessPolicy, load_or_create_token
 from p2p.errors import (
     Equivocation,
@@ -527,15 +528,7 @@ def _plan_push(ds: Dataset | None, record: HeadRecord, raws: list[bytes]) -> _Pu
 
 
 def _objects(block: Any) -> list[tuple[str, Multihash, int]]:
-    event = block.event
-    out: list[tuple[str, Multihash, int]] = []
-    new_data = getattr(event, "new_data", None)
-    new_checkpoint = getattr(event, "new_checkpoint", None)
-    if new_data is not None:
-        out.append(("data", new_data.physical_hash, new_data.size))
-    if new_checkpoint is not None:
-        out.append(("checkpoint", new_checkpoint.physical_hash, new_checkpoint.size))
-    return out
+    return [(o.kind, o.physical_hash, o.size) for o in referenced_objects(block.event)]
 
 
 def _apply_push(

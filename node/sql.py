@@ -32,7 +32,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from engine.client import raise_for_result
-from fbs.model import AddData, ExecuteTransform, RawQueryRequest, SqlQueryStep, TransformSql
+from fbs.model import RawQueryRequest, SqlQueryStep, TransformSql
+from fbs.rules import new_data
 from node.errors import UsageError
 
 if TYPE_CHECKING:
@@ -90,9 +91,9 @@ def _stage_dataset(ws: Workspace, entry: DatasetEntry, target: Path) -> bool:
     target.mkdir(parents=True)
     count = 0
     for _h, _raw, block in ds.iter_blocks():
-        event = block.event
-        if isinstance(event, AddData | ExecuteTransform) and event.new_data is not None:
-            h = event.new_data.physical_hash
+        d = new_data(block.event)
+        if d is not None:
+            h = d.physical_hash
             _link(ds.layout.data.path_of(h), target / f"{h.to_multibase()}.parquet")
             count += 1
     if count == 0:

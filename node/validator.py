@@ -60,6 +60,7 @@ from fbs.model import (
     TransformSql,
 )
 from fbs.multiformats import Multihash
+from fbs.rules import new_checkpoint, new_data
 from node.errors import InputNotReady
 from node.transform import identity_warning
 from p2p.attestation import MAX_REASON_CHARS, Attestation, Verdict, sign_attestation
@@ -177,8 +178,8 @@ def check_block_objects(ds: Dataset, h: Multihash, block: MetadataBlock) -> Bloc
     def cannot(reason: str) -> BlockVerdict:
         return BlockVerdict(h, seq, Verdict.COULD_NOT_CHECK, _reason(reason))
 
-    if event.new_data is not None:
-        d = event.new_data
+    d = new_data(event)
+    if d is not None:
         store = ds.layout.data
         try:
             if store.size(d.physical_hash) != d.size:
@@ -198,8 +199,8 @@ def check_block_objects(ds: Dataset, h: Multihash, block: MetadataBlock) -> Bloc
             return BlockVerdict(h, seq, Verdict.DIVERGED, "newData.logicalHash")
         if actual != d.logical_hash:
             return BlockVerdict(h, seq, Verdict.DIVERGED, "newData.logicalHash")
-    if event.new_checkpoint is not None:
-        c = event.new_checkpoint
+    c = new_checkpoint(event)
+    if c is not None:
         try:
             ds.layout.checkpoints.check(c.physical_hash)
         except ObjectNotFound:

@@ -48,8 +48,9 @@ from typing import Final, Literal, Protocol
 from fbs.codec import block_hash, decode_block
 from fbs.did import DatasetAlias, DatasetId
 from fbs.errors import FbsError, MalformedBlock
-from fbs.model import AddData, ExecuteTransform, MetadataBlock
+from fbs.model import MetadataBlock
 from fbs.multiformats import Multihash
+from fbs.rules import referenced_objects
 from p2p.errors import (
     InvalidHeadRecord,
     NotDescendant,
@@ -247,16 +248,7 @@ def _parallel_objects(source: ObjectSource, default: int) -> int:
 
 
 def _new_objects(block: MetadataBlock) -> list[_ObjectJob]:
-    event = block.event
-    jobs: list[_ObjectJob] = []
-    if isinstance(event, AddData | ExecuteTransform):
-        if event.new_data is not None:
-            d = event.new_data
-            jobs.append(_ObjectJob("data", d.physical_hash, d.size))
-        if event.new_checkpoint is not None:
-            c = event.new_checkpoint
-            jobs.append(_ObjectJob("checkpoint", c.physical_hash, c.size))
-    return jobs
+    return [_ObjectJob(o.kind, o.physical_hash, o.size) for o in referenced_objects(block.event)]
 
 
 def _store(layout: DatasetLayout, kind: ObjectKind) -> DiskObjectStore:

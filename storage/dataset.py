@@ -40,8 +40,9 @@ from typing import Final
 from fbs.codec import DEFAULT_BLOCK_VERSION, block_hash, decode_block, encode_block
 from fbs.errors import InvalidHash, MalformedBlock
 from fbs.limits import DEFAULT_LIMITS, DecodeLimits
-from fbs.model import AddData, Checkpoint, DataSlice, ExecuteTransform, MetadataBlock, MetadataEvent
+from fbs.model import Checkpoint, DataSlice, MetadataBlock, MetadataEvent
 from fbs.multiformats import SHA3_256, Multihash, parse_hash
+from fbs.rules import new_checkpoint, new_data, referenced_objects
 from fbs.timestamp import Timestamp
 from storage.chain import ChainState, state_from_json, state_to_json, validate_append
 from storage.errors import (
@@ -443,12 +444,10 @@ class Dataset:
     def _stage_objects(
         self, event: MetadataEvent, data_file: Path | None, checkpoint_file: Path | None
     ) -> None:
-        new_data: DataSlice | None = None
-        new_checkpoint: Checkpoint | None = None
-        if isinstance(event, AddData | ExecuteTransform):
-            new_data, new_checkpoint = event.new_data, event.new_checkpoint
-        self._stage_one(self.layout.data, "data", data_file, new_data)
-        self._stage_one(self.layout.checkpoints, "checkpoint", checkpoint_file, new_checkpoint)
+        self._stage_one(self.layout.data, "data", data_file, new_data(event))
+        self._stage_one(
+            self.layout.checkpoints, "checkpoint", checkpoint_file, new_checkpoint(event)
+        )
 
     @staticmethod
     def _stage_one(
@@ -475,16 +474,9 @@ class Dataset:
         _check_object(store, what, h, size, verify=False)
 
     def _check_stored_objects(self, event: MetadataEvent, verify: bool) -> None:
-        if not isinstance(event, AddData | ExecuteTransform):
-            return
-        if event.new_data is not None:
-            d = event.new_data
-            _check_object(self.layout.data, "data", d.physical_hash, d.size, verify=verify)
-        if event.new_checkpoint is not None:
-            c = event.new_checkpoint
-            _check_object(
-                self.layout.checkpoints, "checkpoint", c.physical_hash, c.size, verify=verify
-            )
+        for obj in referenced_objects(event):
+            store = self.layout.data if obj.kind == "data" else self.layout.checkpoints
+            _check_object(store, obj.kind, obj.physical_hash, obj.size, verify=verify)
 
     # -- chain state ------------------------------------------------------------------------
 

@@ -19,8 +19,9 @@ from typing import Final
 
 from fbs.codec import decode_block
 from fbs.errors import FbsError, MalformedBlock
-from fbs.model import AddData, ExecuteTransform, MetadataBlock, SetVocab
+from fbs.model import MetadataBlock, SetVocab
 from fbs.multiformats import Multihash
+from fbs.rules import new_checkpoint, new_data
 from storage.chain import ChainState, validate_append
 from storage.dataset import Dataset
 from storage.errors import (
@@ -221,7 +222,10 @@ def _offsets_problem(
     import pyarrow.parquet as pq
 
     with store.open(h) as f:
-        table = pq.read_table(f, columns=[column])
+        # Decoded synchronously on this thread. Not pq.read_table: its scanner leaves the
+        # reader (and with it this Python file) to a pool thread that drops it under the GIL
+        # after returning, which aborts the process if that happens during interpreter exit.
+        table = pq.ParquetFile(f).read(columns=[column], use_threads=False)
     col = table.column(column)
     expected = end - start + 1
     if len(col) != expected:
@@ -293,12 +297,9 @@ def verify_integrity(
     )
     if check_objects:
         for h, block in reversed(newest_first):
-            event = block.event
-            if not isinstance(event, AddData | ExecuteTransform):
-                continue
             where = (h, block.sequence_number)
-            if event.new_data is not None:
-                d = event.new_data
+            d = new_data(block.event)
+            if d is not None:
                 objects += 1
                 kinds = (ProblemKind.DATA_MISSING, ProblemKind.DATA_CORRUPT, ProblemKind.DATA_SIZE)
                 sound = _check_object(
@@ -347,8 +348,8 @@ def verify_integrity(
                                 d.physical_hash,
                             )
                         )
-            if event.new_checkpoint is not None:
-                c = event.new_checkpoint
+            c = new_checkpoint(block.event)
+            if c is not None:
                 objects += 1
                 kinds = (
                     ProblemKind.CHECKPOINT_MISSING,

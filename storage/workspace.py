@@ -54,6 +54,7 @@ from fbs.model import (
     TransformSql,
 )
 from fbs.multiformats import Multihash
+from fbs.rules import referenced_objects
 from fbs.timestamp import Timestamp
 from storage.dataset import Dataset
 from storage.errors import (
@@ -506,13 +507,8 @@ class Workspace:
             try:
                 for h, _raw, block in ds.iter_blocks():
                     blocks.add(h)
-                    event = block.event
-                    new_data = getattr(event, "new_data", None)
-                    new_checkpoint = getattr(event, "new_checkpoint", None)
-                    if new_data is not None:
-                        data.add(new_data.physical_hash)
-                    if new_checkpoint is not None:
-                        checkpoints.add(new_checkpoint.physical_hash)
+                    for obj in referenced_objects(block.event):
+                        (data if obj.kind == "data" else checkpoints).add(obj.physical_hash)
             except (StorageError, FbsError) as e:
                 report.skipped[entry.alias] = str(e)
                 continue

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 from node.cli_util import EXIT_NOT_FOUND, EXIT_OK, EXIT_USAGE, err, open_workspace
 
 if TYPE_CHECKING:
-    from node.daemon import RunInfo
+    from node.daemon_runfile import RunInfo
     from node.daemon_config import NodeConfig
     from storage.workspace import Workspace
 
@@ -88,7 +88,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def _running(ws: Workspace) -> RunInfo | None:
-    from node.daemon import read_run_info
+    from node.daemon_runfile import read_run_info
 
     return read_run_info(ws)
 
@@ -123,7 +123,7 @@ def _api(
 
         raise UsageError(f"node refused: {message}") from None
     except (urllib.error.URLError, OSError) as e:
-        from node.daemon import NodeNotRunning
+        from node.daemon_runfile import NodeNotRunning
 
         raise NodeNotRunning(f"cannot reach the node at {info.http_url}: {e}") from None
 

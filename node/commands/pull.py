@@ -151,7 +151,8 @@ def _pull_network(args: argparse.Namespace, ws: Workspace, ref: str) -> int:
     import asyncio
 
     from node.cli_util import EXIT_NOT_FOUND
-    from node.daemon import NodeNotRunning, resolve_remote
+    from node.daemon_runfile import NodeNotRunning
+    from node.remote_resolve import resolve_remote
     from p2p.sync import pull_dataset
 
     def progress(message: str) -> None:

@@ -21,7 +21,7 @@ from __future__ import annotations
 import argparse
 import sys
 from typing import Any
-from urllib.parse import unquote, urlsplit
+from urllib.parse import urlsplit
 
 from node.cli_util import (
     EXIT_CONFLICT,
@@ -32,6 +32,7 @@ from node.cli_util import (
     err,
     open_workspace,
 )
+from node.remote_resolve import default_alias_for_url
 
 __all__ = ["default_alias_for_url", "is_own_node", "push_token", "register"]
 
@@ -66,31 +67,6 @@ def _guard(fn: Any) -> Any:
             return EXIT_INVALID
 
     return run
-
-
-def default_alias_for_url(url: str) -> str | None:
-    """The local alias a fetch from ``url`` uses by default: the URL's last path segment.
-
-    ``None`` when that segment is a DID (the clone is then named by its DID) or not a
-    valid dataset name.
-    """
-    from fbs.did import DatasetId, DatasetName
-    from fbs.errors import FbsError
-
-    segments = [unquote(s) for s in urlsplit(url).path.split("/") if s]
-    if not segments:
-        return None
-    last = segments[-1]
-    try:
-        DatasetId.from_multibase(last)
-        return None
-    except FbsError:
-        pass
-    try:
-        DatasetName(last)
-    except FbsError:
-        return None
-    return last
 
 
 def cmd_fetch(args: argparse.Namespace) -> int:
@@ -161,7 +137,7 @@ def push_token(args: argparse.Namespace, ws: Any) -> str | None:
     import os
     from pathlib import Path
 
-    from node.daemon import read_run_info
+    from node.daemon_runfile import read_run_info
     from node.errors import UsageError
     from node.http_auth import TOKEN_ENV, read_token, read_token_file
 

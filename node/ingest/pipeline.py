@@ -275,16 +275,16 @@ def slice_paths(dataset: Dataset, head: Multihash | None = None) -> list[Path]:
     Raises:
         CorruptChain / ObjectNotFound: an unreadable chain or a missing data file.
     """
-    from fbs.model import ExecuteTransform
+    from fbs.rules import new_data
 
     hashes: list[Multihash] = []
     start = dataset.head() if head is None else head
     if start is None:
         return []
     for _h, _raw, block in dataset.iter_blocks(start):
-        ev = block.event
-        if isinstance(ev, AddData | ExecuteTransform) and ev.new_data is not None:
-            hashes.append(ev.new_data.physical_hash)
+        d = new_data(block.event)
+        if d is not None:
+            hashes.append(d.physical_hash)
     hashes.reverse()
     out = []
     for h in hashes:
