@@ -25,12 +25,27 @@ Tree::
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Protocol
 
+from fbs.did import DatasetId
 from fbs.errors import OdfError
+from fbs.multiformats import Multihash
 
-if TYPE_CHECKING:
-    from p2p.head_record import HeadRecord
+
+class SignedHead(Protocol):
+    """What an `Equivocation` holds of a head record (`p2p.head_record.HeadRecord` is one).
+
+    Declared here so that this module depends on nothing else in `p2p`.
+    """
+
+    @property
+    def dataset_id(self) -> DatasetId: ...
+
+    @property
+    def head(self) -> Multihash: ...
+
+    @property
+    def sequence_number(self) -> int: ...
 
 
 class P2PError(OdfError):
@@ -53,7 +68,7 @@ class Equivocation(P2PError):
         offered: the conflicting record just received.
     """
 
-    def __init__(self, message: str, held: HeadRecord, offered: HeadRecord) -> None:
+    def __init__(self, message: str, held: SignedHead, offered: SignedHead) -> None:
         super().__init__(message)
         self.held = held
         self.offered = offered
