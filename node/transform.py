@@ -59,7 +59,6 @@ from fbs.model import (
     DatasetSnapshot,
     DatasetVocabulary,
     DataSlice,
-    DataTypeOption,
     ExecuteTransform,
     ExecuteTransformInput,
     MetadataBlock,
@@ -74,6 +73,7 @@ from fbs.model import (
 )
 from fbs.model.events import Checkpoint, OffsetInterval
 from fbs.multiformats import Multihash
+from fbs.rules import evolve_schema
 from fbs.timestamp import Timestamp
 from node.errors import (
     DependencyCycle,
@@ -655,8 +655,10 @@ def _shape(schema: SetDataSchema) -> list[tuple[str, str]]:
 
 def schemas_compatible(current: SetDataSchema, output: SetDataSchema) -> bool:
     """Whether an output with schema ``output`` may be appended under ``current``."""
+    if current.schema is not None and output.schema is not None:
+        return evolve_schema(current.schema, output.schema) == current.schema
     try:
-        return _shape(current) == _shape(output)
+        return _shape(current) == _shape(output)  # raw Arrow schemas
     except InputNotReady:
         return False
 
@@ -664,33 +666,15 @@ def schemas_compatible(current: SetDataSchema, output: SetDataSchema) -> bool:
 def evolved_schema(current: SetDataSchema, output: SetDataSchema) -> SetDataSchema | None:
     """The schema that lets ``output`` follow ``current`` by ODF's evolution rules, if any.
 
-    Allowed (rule 12): the same fields with the same types, possibly in another order,
-    plus new fields, which are recorded as optional. Existing fields keep their recorded
-    definitions (Spark's nullability of a column may differ from run to run). None when
-    a field was dropped or changed its type.
+    Allowed (rule 12, `fbs.rules.evolve_schema`): the same fields with the same types,
+    possibly in another order, plus new fields, which are recorded as optional. Existing
+    fields keep their recorded definitions (Spark's nullability of a column may differ
+    from run to run). None when a field was dropped or changed its type.
     """
     if current.schema is None or output.schema is None:
         return None
-    try:
-        cur_shape, out_shape = dict(_shape(current)), _shape(output)
-    except InputNotReady:
-        return None
-    out_names = {name for name, _ in out_shape}
-    if not cur_shape.keys() <= out_names:
-        return None
-    if any(name in cur_shape and cur_shape[name] != typ for name, typ in out_shape):
-        return None
-    recorded = {f.name: f for f in current.schema.fields}
-    fields = []
-    for f in output.schema.fields:
-        if f.name in recorded:
-            fields.append(recorded[f.name])
-        elif isinstance(f.type, DataTypeOption):
-            fields.append(f)
-        else:
-            fields.append(dataclasses.replace(f, type=DataTypeOption(inner=f.type)))
-    schema = dataclasses.replace(current.schema, fields=tuple(fields))
-    return None if schema == current.schema else SetDataSchema(schema=schema)
+    schema = evolve_schema(current.schema, output.schema)
+    return None if schema is None or schema == current.schema else SetDataSchema(schema=schema)
 
 
 def run_transform(plan: TransformPlan, engine: EngineClient, work_dir: Path) -> TransformOutput:

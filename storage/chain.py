@@ -64,15 +64,8 @@ from fbs.errors import FbsError, InvalidDid
 from fbs.model import (
     AddData,
     AddPushSource,
-    DataField,
-    DataSchema,
     DatasetKind,
     DataSlice,
-    DataType,
-    DataTypeList,
-    DataTypeMap,
-    DataTypeOption,
-    DataTypeStruct,
     DisablePollingSource,
     DisablePushSource,
     ExecuteTransform,
@@ -91,6 +84,7 @@ from fbs.model import (
     Transform,
 )
 from fbs.multiformats import Multihash
+from fbs.rules import schema_change_problem
 from fbs.timestamp import Timestamp
 from storage.errors import ChainRuleViolation
 
@@ -547,52 +541,16 @@ def _apply_polling_source(
 # -- schema evolution -------------------------------------------------------------------------
 
 
-def _strip_type(t: DataType) -> DataType:
-    """``t`` with every nested field's attributes removed (they may change freely)."""
-    if isinstance(t, DataTypeStruct):
-        return DataTypeStruct(fields=tuple(_strip_field(f) for f in t.fields))
-    if isinstance(t, DataTypeOption):
-        return DataTypeOption(inner=_strip_type(t.inner))
-    if isinstance(t, DataTypeList):
-        return replace(t, item_type=_strip_type(t.item_type))
-    if isinstance(t, DataTypeMap):
-        return replace(t, key_type=_strip_type(t.key_type), value_type=_strip_type(t.value_type))
-    return t
-
-
-def _strip_field(f: DataField) -> DataField:
-    return DataField(name=f.name, type=_strip_type(f.type))
-
-
 def _check_schema_change(current: SetDataSchema | None, new: SetDataSchema) -> None:
     if new.schema is None and new.raw_arrow_schema is None:
         raise _fail(12, "schema", "SetDataSchema carries no schema")
-    if current is None:
-        _check_field_names(new.schema)
-        return
-    if current == new:
+    if current is not None and current == new:
         raise _fail(12, "schema", "no-op: the schema is identical to the current one")
-    if current.schema is None or new.schema is None:
+    if new.schema is None or (current is not None and current.schema is None):
         return  # raw Arrow schemas: see module docstring
-    _check_field_names(new.schema)
-    old_fields = {f.name: f for f in current.schema.fields}
-    new_fields = {f.name: f for f in new.schema.fields}
-    for name, old in old_fields.items():
-        if name not in new_fields:
-            raise _fail(12, "schema", f"field {name!r} was removed")
-        if _strip_type(old.type) != _strip_type(new_fields[name].type):
-            raise _fail(12, "schema", f"field {name!r} changed its type or optionality")
-    for name, field in new_fields.items():
-        if name not in old_fields and not isinstance(field.type, DataTypeOption):
-            raise _fail(12, "schema", f"added field {name!r} must be optional")
-
-
-def _check_field_names(schema: DataSchema | None) -> None:
-    if schema is None:
-        return
-    names = [f.name for f in schema.fields]
-    if len(set(names)) != len(names):
-        raise _fail(12, "schema", "duplicate field names")
+    problem = schema_change_problem(None if current is None else current.schema, new.schema)
+    if problem is not None:
+        raise _fail(12, "schema", str(problem))
 
 
 # -- JSON form (for caches) -------------------------------------------------------------------

@@ -427,9 +427,9 @@ def _conform(
         fields.append(f)
     known = {f.name for f in target}
     added = [f for f in table.schema if f.name not in known and f.name not in keep]
+    if added:
+        _check_evolution(target, pa.schema([*target, *added]))
     for f in added:
-        if not f.nullable:
-            raise SchemaError(f"new column {f.name!r} must be optional (nullable) to be added")
         cols.append(table.column(f.name))
         fields.append(f)
     for name in keep:
@@ -439,6 +439,26 @@ def _conform(
     conformed = pa.table(cols, schema=pa.schema(fields))
     evolved = pa.schema([*target, *added]) if added else None
     return conformed, evolved
+
+
+def _check_evolution(target: pa.Schema, evolved: pa.Schema) -> None:
+    """Apply rule 12 (`fbs.rules.schema_change_problem`) to the columns the input adds.
+
+    Raises:
+        SchemaError: a new required column (or another change rule 12 refuses).
+    """
+    from fbs.arrow_schema import data_schema_from_arrow
+    from fbs.rules import schema_change_problem
+
+    problem = schema_change_problem(
+        data_schema_from_arrow(target, strip_encoding=True),
+        data_schema_from_arrow(evolved, strip_encoding=True),
+    )
+    if problem is None:
+        return
+    if problem.kind == "added-required":
+        raise SchemaError(f"new column {problem.field!r} must be optional (nullable) to be added")
+    raise SchemaError(f"the input cannot evolve the dataset schema: {problem}")
 
 
 def _schema_event(schema: pa.Schema) -> SetDataSchema:
