@@ -48,13 +48,10 @@ from fbs.model import (
     Seed,
     SetPollingSource,
     SetTransform,
-    SqlQueryStep,
-    Transform,
     TransformInput,
-    TransformSql,
 )
 from fbs.multiformats import Multihash
-from fbs.rules import referenced_objects
+from fbs.rules import normalize_transform, referenced_objects
 from fbs.timestamp import Timestamp
 from storage.dataset import Dataset
 from storage.errors import (
@@ -82,7 +79,6 @@ __all__ = [
     "DatasetEntry",
     "Workspace",
     "WorkspaceGcReport",
-    "normalize_transform",
 ]
 
 WORKSPACE_DIR: Final = ".odf"
@@ -137,17 +133,6 @@ class WorkspaceGcReport:
         return sum(
             r.bytes_freed for d in (self.blocks, self.data, self.checkpoints) for r in d.values()
         )
-
-
-def normalize_transform(transform: Transform) -> Transform:
-    """Move a legacy ``TransformSql.query`` into ``queries: [{query}]`` (as kamu does)."""
-    if (
-        isinstance(transform, TransformSql)
-        and transform.query is not None
-        and not transform.queries
-    ):
-        return replace(transform, query=None, queries=(SqlQueryStep(query=transform.query),))
-    return transform
 
 
 def _parse_alias(alias: object) -> DatasetAlias:

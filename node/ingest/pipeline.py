@@ -224,7 +224,7 @@ class PreprocessEngine:
         from engine.client import raise_for_result
         from engine.errors import EngineError
         from fbs.model import RawQueryRequest
-        from storage.workspace import normalize_transform
+        from fbs.rules import normalize_transform
 
         request = RawQueryRequest(
             input_data_paths=tuple(str(p) for p in inputs),
