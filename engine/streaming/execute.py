@@ -33,9 +33,10 @@ emitted as they are (and corrected later if need be).
 
 Inputs: each input's view is the retained rows followed by the new rows, in offset order,
 as one partition (so every run sees the same row order and replay is deterministic).
-Temporal tables get a versions view (see `engine.streaming.rewrite`). The input ``op``
-column is a plain column to the query (as in Flink); a stateful query's output must not
-have one, the engine derives it.
+Temporal tables get a versions view (see `engine.streaming.rewrite`). An input holding
+retractions or corrections (known from its files' ``op`` statistics) is presented folded:
+its current state (`_fold`), unlike Flink, which treats ``op`` as a plain column. A
+stateful query's output must not have an ``op`` column: the engine derives it.
 
 Query changes (Migrate Query): the state records the query's fingerprint. A new query
 starts from the carried-over retained rows and frontier; in changelog mode its first run
@@ -96,6 +97,8 @@ _ORDER_FREE_AGGREGATES: Final = frozenset({"Count", "Min", "Max"})
 _EXACT_SUM_AGGREGATES: Final = frozenset({"Sum", "Average"})
 _EXACT_TYPES: Final = frozenset({"tinyint", "smallint", "int", "bigint"})
 _DUP_INDEX: Final = "__odf_dup_index"
+_NET: Final = "__odf_net"
+_RANK: Final = "__odf_rank"
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,9 +168,13 @@ def run_stateful(
     result = run_steps(session, list(query.steps))
     _check_output(result, request)
     mode = _mode(request, query, result)
-    if parallel and not (mode == MODE_WINDOW and _order_insensitive(result)):
-        parallel = False
-        views = _input_views(session, request, plans, prev, parallel=False)
+    replan = parallel and not (mode == MODE_WINDOW and _order_insensitive(result))
+    parallel = parallel and not replan
+    # The mode is decided on the plain views; an input holding retractions is then
+    # presented folded (its current state), which adds plan nodes of its own.
+    fold = _holds_retractions(request, plans, prev)
+    if replan or any(fold):
+        views = _input_views(session, request, plans, prev, parallel=parallel, fold=fold)
         _register(request, views)
         result = run_steps(session, list(query.steps))
     gate_us = None if watermark is None else _micros(watermark) - query.hold_back_us
@@ -208,11 +215,16 @@ def _input_views(
     prev: tuple[StreamState, Path] | None,
     *,
     parallel: bool,
+    fold: Sequence[bool] = (),
 ) -> list[DataFrame]:
     """Every input as its retained rows followed by the new rows, in offset order: one
-    partition, or (``parallel``) Spark's own splits, partitions in offset order."""
+    partition, or (``parallel``) Spark's own splits, partitions in offset order.
+
+    Inputs flagged in ``fold`` are presented as their current state (`_fold`).
+    """
     views = []
-    for inp, plan in zip(request.query_inputs, plans, strict=True):
+    folds = list(fold) or [False] * len(request.query_inputs)
+    for inp, plan, folded in zip(request.query_inputs, plans, folds, strict=True):
         df = read_input(session, inp, plan, parallel=parallel)
         retained = None
         if prev is not None:
@@ -225,8 +237,80 @@ def _input_views(
                 retained = reader.parquet(str(folder))
         if retained is not None:
             df = retained.unionByName(df, allowMissingColumns=True)
-        views.append(df if parallel else df.coalesce(1))
+        if folded:
+            df = _fold(df, inp)
+        views.append(df if parallel or folded else df.coalesce(1))
     return views
+
+
+def _holds_retractions(
+    request: TransformRequest, plans: Sequence[InputPlan], prev: tuple[StreamState, Path] | None
+) -> list[bool]:
+    """Per input: whether its retained or new rows may hold retractions or corrections
+    (``op`` other than append), by the Parquet footers' statistics (no data read)."""
+    out = []
+    for inp, plan in zip(request.query_inputs, plans, strict=True):
+        files = [Path(s.path) for s in plan.slices]
+        if prev is not None:
+            folder = prev[0].input_dir(prev[1], inp.dataset_id.as_multibase())
+            files += sorted(folder.glob("*.parquet")) if folder is not None else []
+        out.append(any(_max_op(f, inp.vocab.operation_type_column) != 0 for f in files))
+    return out
+
+
+def _max_op(path: Path, op_column: str) -> int | None:
+    """The largest ``op`` of a Parquet file by its statistics (None: unknown)."""
+    import pyarrow.parquet as pq
+
+    try:
+        meta = pq.ParquetFile(path).metadata
+    except (OSError, ValueError):
+        return None  # Spark reports the unreadable file
+    names = [meta.schema.column(i).name for i in range(meta.num_columns)]
+    if op_column not in names:
+        return 0
+    index = names.index(op_column)
+    best = 0
+    for g in range(meta.num_row_groups):
+        stats = meta.row_group(g).column(index).statistics
+        if stats is None or not stats.has_min_max:
+            return None
+        best = max(best, int(stats.max), abs(int(stats.min)))
+    return best
+
+
+def _fold(df: DataFrame, inp: TransformRequestInput) -> DataFrame:
+    """The current state of a changelog (RFC-015): every retraction (``-R``) and
+    correction-before (``-C``) removes one earlier row with the same data; the rest, in
+    offset order, one partition. A retraction of a row no longer held (late, for a window
+    already emitted) removes nothing.
+    """
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import MapType
+
+    vocab = inp.vocab
+    system = {vocab.offset_column, vocab.operation_type_column, vocab.system_time_column}
+    keys = [
+        _col(f.name)
+        for f in df.schema.fields
+        if f.name not in system and not isinstance(f.dataType, MapType)
+    ]
+    op = _col(vocab.operation_type_column)
+    offset = _col(vocab.offset_column)
+    removes = F.coalesce(op.isin(1, 2), F.lit(False))
+    same = Window.partitionBy(*keys)
+    net = F.sum(F.when(removes, -1).otherwise(1)).over(same)
+    newest = F.row_number().over(Window.partitionBy(*keys).orderBy(offset.desc()))
+    return (
+        df.withColumn(_NET, net)
+        .where(~removes)
+        .withColumn(_RANK, newest)
+        .where(F.col(_RANK) <= F.col(_NET))
+        .drop(_NET, _RANK)
+        .coalesce(1)
+        .sortWithinPartitions(offset)
+    )
 
 
 def _register(request: TransformRequest, views: list[DataFrame]) -> None:

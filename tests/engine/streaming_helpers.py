@@ -56,7 +56,7 @@ class InputStream:
             n = len(rows)
             cols: dict[str, pa.Array] = {
                 "offset": pa.array(range(self.next_offset, self.next_offset + n), pa.int64()),
-                "op": pa.array([0] * n, pa.int32()),
+                "op": pa.array([r.get("op", 0) for r in rows], pa.int32()),
                 "system_time": pa.array([0] * n, TS_MS_UTC),
             }
             for f in self.schema:
