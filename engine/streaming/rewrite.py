@@ -29,12 +29,20 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final
 
 from engine.errors import InvalidQuery
-from engine.streaming.sqltext import Token, call_args, join, matching_paren, tokenize, unquote
+from engine.streaming.sqltext import (
+    Token,
+    call_args,
+    join,
+    matching_paren,
+    scan_level,
+    tokenize,
+    unquote,
+)
 from fbs.model.source import SqlQueryStep
 
 __all__ = [
@@ -469,30 +477,13 @@ def _rewrite_temporal(
 
 def _find_on(tokens: list[Token], start: int) -> int | None:
     """Index of the ``ON`` of the join whose table starts at ``start`` (None: no ON)."""
-    k = _scan_level(tokens, start, lambda t: t.is_word("ON", "USING", *_ON_END))
+    k = scan_level(tokens, start, lambda t: t.is_word("ON", "USING", *_ON_END))
     return k if k < len(tokens) and tokens[k].is_word("ON") else None
 
 
 def _on_end(tokens: list[Token], start: int) -> int:
     """Index just past the ON condition that starts at ``start``."""
-    return _scan_level(tokens, start, lambda t: t.is_word(*_ON_END) or t.is_punct(";"))
-
-
-def _scan_level(tokens: list[Token], start: int, stop: Callable[[Token], bool]) -> int:
-    """Index of the first token from ``start`` at the starting parenthesis level for which
-    ``stop`` holds, or of the ``)`` closing that level (len(tokens) if none)."""
-    depth = 0
-    for k in range(start, len(tokens)):
-        t = tokens[k]
-        if t.is_punct("("):
-            depth += 1
-        elif t.is_punct(")"):
-            depth -= 1
-            if depth < 0:
-                return k
-        elif depth == 0 and stop(t):
-            return k
-    return len(tokens)
+    return scan_level(tokens, start, lambda t: t.is_word(*_ON_END) or t.is_punct(";"))
 
 
 def _max_interval(tokens: list[Token]) -> int:

@@ -9,10 +9,11 @@ input again.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final
 
-__all__ = ["Token", "call_args", "join", "matching_paren", "tokenize", "unquote"]
+__all__ = ["Token", "call_args", "join", "matching_paren", "scan_level", "tokenize", "unquote"]
 
 _TOKEN_RE: Final = re.compile(
     r"""
@@ -74,15 +75,23 @@ def unquote(token: Token) -> str:
 
 def matching_paren(tokens: list[Token], open_index: int) -> int:
     """Index of the ``)`` closing the ``(`` at ``open_index`` (len(tokens) if unclosed)."""
+    return scan_level(tokens, open_index + 1, lambda t: False)
+
+
+def scan_level(tokens: list[Token], start: int, stop: Callable[[Token], bool]) -> int:
+    """Index of the first token from ``start`` at the starting parenthesis level for which
+    ``stop`` holds, or of the ``)`` closing that level (len(tokens) if none)."""
     depth = 0
-    for i in range(open_index, len(tokens)):
-        t = tokens[i]
+    for k in range(start, len(tokens)):
+        t = tokens[k]
         if t.is_punct("("):
             depth += 1
         elif t.is_punct(")"):
             depth -= 1
-            if depth == 0:
-                return i
+            if depth < 0:
+                return k
+        elif depth == 0 and stop(t):
+            return k
     return len(tokens)
 
 
