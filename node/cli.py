@@ -128,6 +128,7 @@ def cmd_init(args: argparse.Namespace) -> int:
 
 def cmd_add(args: argparse.Namespace) -> int:
     from fbs.manifest import load_snapshot_yaml
+    from fbs.manifest.validate import validate_snapshot
 
     ws = open_workspace(args)
     snapshots = []
@@ -156,9 +157,13 @@ def cmd_add(args: argparse.Namespace) -> int:
                 "(this node runs spark); add it with --engine spark to run it on Spark"
             )
         check_streaming(snap)
-    for snap in snapshots:
-        # Derivative datasets record the engine identity their transform was written for.
-        ds = ws.add_snapshot(pin_engine_version(snap))
+        try:  # complete validation: nothing is stored for a manifest that would fail later
+            validate_snapshot(snap)
+        except ManifestError as e:
+            raise ManifestError(f"{path}: {e}") from None
+    # Derivative datasets record the engine identity their transform was written for.
+    pinned = [pin_engine_version(snap) for snap in snapshots]
+    for snap, ds in zip(pinned, ws.add_snapshots(pinned), strict=True):
         print(f"Added {snap.name} ({ds.id}) head {ds.head()}")
     return EXIT_OK
 

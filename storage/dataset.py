@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Final
 
 from fbs.codec import DEFAULT_BLOCK_VERSION, block_hash, decode_block, encode_block
-from fbs.errors import InvalidHash, MalformedBlock
+from fbs.errors import InvalidHash, InvalidValue, MalformedBlock
 from fbs.limits import DEFAULT_LIMITS, DecodeLimits
 from fbs.model import Checkpoint, DataSlice, MetadataBlock, MetadataEvent
 from fbs.multiformats import SHA3_256, Multihash, parse_hash
@@ -81,6 +81,19 @@ STATE_CACHE_EVERY: Final = 64
 #: Retry backoff: random sleep in ``[0, min(cap, base * 2**attempt)]`` seconds.
 RETRY_BACKOFF_BASE_S: Final = 0.001
 RETRY_BACKOFF_CAP_S: Final = 0.05
+
+
+def _check_readable(raw: bytes, limits: DecodeLimits) -> None:
+    """Refuse a block that the decoder would not read back (size or a decode limit)."""
+    if len(raw) > min(MAX_BLOCK_SIZE, limits.max_block_bytes):
+        raise InvalidValue(
+            f"block of {len(raw)} bytes exceeds the {min(MAX_BLOCK_SIZE, limits.max_block_bytes)}"
+            "-byte block limit"
+        )
+    try:
+        decode_block(raw, limits)
+    except MalformedBlock as e:
+        raise InvalidValue(f"block would not be readable: {e}") from None
 
 
 def as_block_hash(value: object) -> Multihash:
@@ -332,6 +345,7 @@ class Dataset:
                 event=pending.event,
             )
             raw = encode_block(block, block_version)
+            _check_readable(raw, self.limits)  # never store a block we could not read back
             h = block_hash(raw)
             state = validate_append(state, block, h)
             staged.append((h, raw, pending))

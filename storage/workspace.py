@@ -32,13 +32,13 @@ import json
 import os
 import shutil
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Final
 
 from fbs.did import DatasetAlias, DatasetId
-from fbs.errors import FbsError, InvalidName
+from fbs.errors import FbsError, InvalidName, ManifestFieldError
 from fbs.keys import KeyPair
 from fbs.model import (
     AddPushSource,
@@ -133,6 +133,15 @@ class WorkspaceGcReport:
         return sum(
             r.bytes_freed for d in (self.blocks, self.data, self.checkpoints) for r in d.values()
         )
+
+
+@dataclass(frozen=True, slots=True)
+class _AddPlan:
+    """A validated snapshot, ready to be written: alias, identity, block events."""
+
+    alias: DatasetAlias
+    key: KeyPair
+    events: tuple[MetadataEvent, ...]
 
 
 def _parse_alias(alias: object) -> DatasetAlias:
@@ -387,25 +396,166 @@ class Workspace:
             return replace(event, preprocess=normalize_transform(event.preprocess))
         return event
 
+    def _lookup(self, ref: str) -> DatasetEntry | None:
+        """Like `resolve`, but never writes (no index rebuild); None when not found."""
+        if ref.startswith("did:"):
+            did = DatasetId.from_did(ref)
+            path = self._dataset_dir(did)
+            if not path.is_dir() or path.is_symlink():
+                return None
+            try:
+                text = self._layout(path).read_alias()
+            except InvalidAlias:
+                text = None
+            return DatasetEntry(text or did.as_multibase(), did, path)
+        key = _alias_key(_parse_alias(ref))
+        item = self._read_index().get(key)
+        did_text = item[1] if isinstance(item, list) and len(item) == 2 else item
+        if isinstance(did_text, str):
+            with contextlib.suppress(FbsError, InvalidAlias):
+                did = DatasetId.from_multibase(did_text)
+                path = self._dataset_dir(did)
+                text = self._layout(path).read_alias() if path.is_dir() else None
+                if text is not None and _alias_key(_parse_alias(text)) == key:
+                    return DatasetEntry(text, did, path)
+        for entry in self._scan():
+            with contextlib.suppress(InvalidAlias):
+                if _alias_key(_parse_alias(entry.alias)) == key:
+                    return entry
+        return None
+
+    def _plan_snapshot(
+        self,
+        snapshot: DatasetSnapshot,
+        pending: dict[str, DatasetEntry],
+        when: Timestamp,
+    ) -> _AddPlan:
+        """Validate a snapshot completely without writing anything.
+
+        Every block (Seed included) is built, encoded, decoded back under the dataset's
+        decode limits and validated against the chain rules; the name must be free and
+        every transform input must resolve (to a dataset here or to one in ``pending``,
+        added earlier in the same batch).
+        """
+        from fbs.codec import block_hash, decode_block, encode_block
+        from fbs.limits import DEFAULT_LIMITS
+        from fbs.manifest.validate import validate_snapshot
+        from fbs.model import MetadataBlock
+        from storage.chain import validate_append
+
+        if not isinstance(snapshot, DatasetSnapshot):
+            raise WorkspaceError(f"expected a DatasetSnapshot, got {type(snapshot).__name__}")
+        alias = _parse_alias(snapshot.name)
+        validate_snapshot(snapshot)
+        key_text = _alias_key(alias)
+        if key_text in pending or self._lookup(str(alias)) is not None:
+            raise DatasetExists(f"dataset {alias} already exists")
+
+        def find(ref: str) -> DatasetEntry:
+            try:
+                if not ref.startswith("did:"):
+                    hit = pending.get(_alias_key(_parse_alias(ref)))
+                    if hit is not None:
+                        return hit
+                else:
+                    for p in pending.values():
+                        if p.id.to_did_odf() == ref or str(p.id) == ref:
+                            return p
+                entry = self._lookup(ref)
+            except (InvalidAlias, FbsError) as e:
+                raise DatasetNotFound(f"unknown transform input {ref!r}: {e}") from None
+            if entry is None:
+                raise DatasetNotFound(f"unknown transform input {ref!r}: no dataset {ref}")
+            return entry
+
+        events = [self._normalize_with(e, find) for e in snapshot.metadata]
+        key = KeyPair.generate()
+        seed = Seed(dataset_id=key.dataset_id, dataset_kind=DatasetKind(snapshot.kind))
+        state = None
+        head: Multihash | None = None
+        for n, event in enumerate([seed, *events]):
+            block = MetadataBlock(
+                system_time=when, prev_block_hash=head, sequence_number=n, event=event
+            )
+            raw = encode_block(block)
+            try:
+                decode_block(raw, DEFAULT_LIMITS)
+            except FbsError as e:
+                where = "Seed" if n == 0 else f"content.metadata[{n - 1}]"
+                raise ManifestFieldError(where, f"block would not be readable: {e}") from None
+            head = block_hash(raw)
+            state = validate_append(state, block, head)
+        return _AddPlan(alias, key, tuple(events))
+
+    def _normalize_with(
+        self, event: MetadataEvent, find: Callable[[str], DatasetEntry]
+    ) -> MetadataEvent:
+        if isinstance(event, SetTransform):
+            inputs: list[TransformInput] = []
+            for i in event.inputs:
+                entry = find(i.dataset_ref)
+                # kamu names an input after the dataset: the name part of its alias.
+                named_by = entry.alias if i.dataset_ref.startswith("did:") else i.dataset_ref
+                default_alias = _parse_alias(named_by).dataset_name.value
+                inputs.append(
+                    TransformInput(
+                        dataset_ref=entry.id.to_did_odf(), alias=i.alias or default_alias
+                    )
+                )
+            return SetTransform(
+                inputs=tuple(inputs), transform=normalize_transform(event.transform)
+            )
+        return self.normalize_event(event)
+
     def add_snapshot(
         self, snapshot: DatasetSnapshot, *, system_time: Timestamp | None = None
     ) -> Dataset:
         """Create a dataset from a snapshot: Seed, then one block per event.
 
-        All blocks share one system time (like kamu). Atomic: on any error nothing of
-        the dataset becomes visible.
+        All blocks share one system time (like kamu). Everything is validated before
+        anything is written (`fbs.manifest.validate.validate_snapshot`, every block
+        encoded, read back and checked against the chain rules): a refused snapshot leaves
+        the workspace byte-for-byte unchanged, and on a later (I/O) error nothing of the
+        dataset becomes visible.
 
         Raises:
             InvalidAlias: invalid ``snapshot.name``.
+            ManifestError: a snapshot that could be stored but not used (`ManifestFieldError`
+                naming the place).
             DatasetExists: the alias is taken.
             DatasetNotFound: a transform input that is not in this workspace.
             ChainRuleViolation: an event breaks a chain rule.
         """
-        if not isinstance(snapshot, DatasetSnapshot):
-            raise WorkspaceError(f"expected a DatasetSnapshot, got {type(snapshot).__name__}")
-        alias = _parse_alias(snapshot.name)
-        events = [self.normalize_event(e) for e in snapshot.metadata]
+        (ds,) = self.add_snapshots([snapshot], system_time=system_time)
+        return ds
+
+    def add_snapshots(
+        self, snapshots: Sequence[DatasetSnapshot], *, system_time: Timestamp | None = None
+    ) -> tuple[Dataset, ...]:
+        """Create several datasets (in order; inputs may name earlier ones of the batch).
+
+        Every snapshot is validated (see `add_snapshot`) before the first one is written,
+        so one refused snapshot adds none of them.
+
+        Raises:
+            What `add_snapshot` raises.
+        """
         when = system_time or Timestamp.now()
+        pending: dict[str, DatasetEntry] = {}
+        plans: list[_AddPlan] = []
+        for snap in snapshots:
+            plan = self._plan_snapshot(snap, pending, when)
+            plans.append(plan)
+            did = plan.key.dataset_id
+            pending[_alias_key(plan.alias)] = DatasetEntry(
+                str(plan.alias), did, self._dataset_dir(did)
+            )
+        return tuple(
+            self._write_plan(plan, snap, when) for plan, snap in zip(plans, snapshots, strict=True)
+        )
+
+    def _write_plan(self, plan: _AddPlan, snapshot: DatasetSnapshot, when: Timestamp) -> Dataset:
+        alias, key, events = plan.alias, plan.key, plan.events
         with self._locked():
             try:
                 self.resolve(str(alias))
@@ -413,7 +563,6 @@ class Workspace:
                 pass
             else:
                 raise DatasetExists(f"dataset {alias} already exists")
-            key = KeyPair.generate()
             did = key.dataset_id
             staging = self.root / STAGING_DIR / pending_name().lstrip(".")
             cache = self._state_cache(did)

@@ -97,6 +97,9 @@ def _summary(result: IngestResult, verb: str) -> None:
         print("Nothing ingested: this input was already ingested through this source")
         print("(the last commit recorded its digest; use --allow-duplicate to ingest it again)")
         return
+    if result.empty_input:
+        print("Nothing to ingest: the input holds no records")
+        return
     if not result.committed:
         print(f"Nothing {verb}: no new records")
         return

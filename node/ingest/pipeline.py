@@ -16,7 +16,10 @@ place and commits the data. A crash at any earlier point leaves the head unchang
 re-run fetches and ingests the same input again; a crash after the CAS leaves the new
 source state in place, so a re-run of a polling source finds nothing new. If another
 writer moved the head, everything is recomputed on the new head (up to
-`MAX_COMMIT_ATTEMPTS`). Bad input raises before anything is committed.
+`MAX_COMMIT_ATTEMPTS`). Bad input raises before anything is committed. A push ingest
+whose input holds no records (empty file or stream, header only) commits nothing at all
+(``IngestResult.empty_input``). Every block is encoded and read back under the decode
+limits before anything is stored (`storage.dataset.Dataset.commit_events`).
 
 Schema rules: the first data defines the schema (system columns + the data columns, from
 `fbs.arrow_schema.data_schema_from_arrow`, encoding attributes stripped). Later data may
@@ -75,6 +78,7 @@ from fbs.model import (
 from node.ingest.errors import (
     IngestError,
     PreprocessError,
+    ReadError,
     SchemaError,
     SourceNotFound,
     UnsupportedFormat,
@@ -163,6 +167,8 @@ class IngestResult:
         up_to_date: a polling source reported nothing new (nothing committed).
         duplicate_input: a push ingest whose input is identical to the last one committed
             through that source; nothing was committed (see `PUSH_INPUT_STATE_KIND`).
+        empty_input: a push ingest whose input holds no records (an empty file or
+            stream, a CSV with only a header...); nothing was committed.
         blocks: hashes of the committed blocks, oldest first.
     """
 
@@ -174,6 +180,7 @@ class IngestResult:
     schema_committed: bool = False
     up_to_date: bool = False
     duplicate_input: bool = False
+    empty_input: bool = False
     blocks: tuple[Multihash, ...] = field(default_factory=tuple)
 
     @property
@@ -813,6 +820,21 @@ def push_input_key(source_name: str, paths: Sequence[Path], input_format: str | 
     return "blake2b-256:" + h.hexdigest()
 
 
+#: How a spooled standard input is named in error messages.
+STDIN_NAME: Final = "<stdin>"
+
+
+@contextlib.contextmanager
+def _stdin_named(spooled: Path | None) -> Iterator[None]:
+    """Name the spooled standard input ``<stdin>`` (not its temporary path) in read errors."""
+    try:
+        yield
+    except ReadError as e:
+        if spooled is None or e.path is None or Path(e.path) != spooled:
+            raise
+        raise ReadError(e.reason, path=STDIN_NAME, line=e.line, column=e.column) from None
+
+
 def _spool(stream: IO[bytes], dest: Path) -> Path:
     with dest.open("wb") as f:
         while chunk := stream.read(SPOOL_CHUNK):
@@ -864,13 +886,15 @@ def ingest(
     with _workdir(workdir) as wd:
         if isinstance(source, str | bytes):
             raise IngestError("pass a sequence of paths or a binary stream, not a string")
+        stdin: Path | None = None
         if isinstance(source, Sequence):
             paths = [Path(p) for p in source]
             for p in paths:
                 if not p.is_file():
                     raise FileNotFoundError(2, "no such file", str(p))
         else:
-            paths = [_spool(source, wd / "stdin")]
+            stdin = _spool(source, wd / "stdin")
+            paths = [stdin]
         for attempt in range(MAX_COMMIT_ATTEMPTS):
             head = dataset.head()
             state = dataset.state()
@@ -885,8 +909,12 @@ def ingest(
             src = _Source(_override_format(push.read, input_format), push.preprocess, push.merge)
             now = system_time or _not_before(state)
             inputs = [_Input(p, event_time) for p in paths]
-            with _engine_scope(engine, src.preprocess is not None) as eng:
+            with _engine_scope(engine, src.preprocess is not None) as eng, _stdin_named(stdin):
                 plan = _compute(dataset, state, src, inputs, now, wd, eng, progress)
+            if plan.slice is None:
+                # No records (empty file or stream, header only): nothing to commit, not
+                # even the schema or the input digest.
+                return IngestResult(head, head, empty_input=True)
             if progress is not None:
                 progress(ProgressUpdate("commit"))
             try:

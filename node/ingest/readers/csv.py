@@ -14,6 +14,14 @@ header holds every declared name (extra columns are ignored, order may differ); 
 the header must have as many columns as the schema, which is then applied by position
 (Spark's ``enforceSchema``). Without a header the schema is applied by position.
 
+Malformed files are refused with a `ReadError` naming file, line and (where known)
+column: a record with too many or too few fields, bytes the declared ``encoding`` cannot
+decode (e.g. latin-1 read as utf-8), and a quoted field never closed before the end of the
+file (pyarrow would read it as one value swallowing the rest of the file; when the file
+holds the quote character at all, a second pass with Python's csv reader finds the last
+record and re-parses it strictly). An empty (blank) file yields no batches; bytes from which
+no first line can be parsed are refused.
+
 Memory is bounded by `CSV_BLOCK_BYTES` (pyarrow parses a block at a time; with
 `CSV_USE_THREADS` it converts a block's columns in parallel and reads a few blocks
 ahead). Line numbers in errors count physical lines, also after quoted fields that
@@ -24,6 +32,7 @@ from __future__ import annotations
 
 import codecs
 import csv as pycsv
+import mmap
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -129,12 +138,28 @@ def _header_names(path: Path, dialect: _Dialect) -> list[str] | None:
         reader = _open(path, dialect, dialect.read_options(), None)
     except pa.ArrowInvalid as e:
         if "Empty CSV file" in str(e):
-            return None
+            if _is_blank(path):
+                return None
+            # Bytes but no first line pyarrow can parse: say what is wrong with them.
+            located = _find_undecodable(path, dialect, None)
+            if located.line is not None:
+                raise located from None
+            raise ReadError(
+                "no CSV record can be read (an unterminated quote in the first line?)",
+                path=path,
+                line=1,
+            ) from None
         raise _arrow_error(path, dialect, e) from None
+    except UnicodeError:
+        raise _find_undecodable(path, dialect, None) from None
     except OSError as e:
         raise ReadError(f"cannot open: {e}", path=path) from None
-    names = list(reader.schema.names)
-    reader.close()
+    try:
+        names = list(reader.schema.names)
+    except UnicodeError:
+        raise _find_undecodable(path, dialect, None) from None
+    finally:
+        reader.close()
     if dialect.header:
         if len(set(names)) != len(names):
             dup = next(n for n in names if names.count(n) > 1)
@@ -183,7 +208,9 @@ def _find_bad_row(path: Path, dialect: _Dialect, expected: int) -> ReadError:
                         path=path,
                         line=reader.line_num,
                     )
-    except (OSError, UnicodeError, pycsv.Error) as e:
+    except UnicodeError:
+        return _find_undecodable(path, dialect, None)
+    except (OSError, pycsv.Error) as e:
         return ReadError(f"not readable as CSV: {e}", path=path)
     return ReadError(f"malformed CSV row (expected {expected} fields)", path=path)
 
@@ -206,6 +233,112 @@ def _record_line(path: Path, dialect: _Dialect, record: int) -> int | None:
     except (OSError, UnicodeError, pycsv.Error):
         return None
     return None
+
+
+def _find_undecodable(path: Path, dialect: _Dialect, names: list[str] | None) -> ReadError:
+    """Locate the first field with bytes the declared encoding cannot decode (error path)."""
+    hint = f"not valid {dialect.encoding}; declare the file's encoding in the read step"
+    try:
+        with path.open(encoding=dialect.encoding, errors="surrogateescape", newline="") as f:
+            reader = _python_reader(f, dialect)
+            consumed = 0
+            for fields in reader:
+                for i, value in enumerate(fields):
+                    bad = next((c for c in value if "\udc80" <= c <= "\udcff"), None)
+                    if bad is not None:
+                        column = names[i] if names is not None and i < len(names) else None
+                        byte = ord(bad) - 0xDC00
+                        return ReadError(
+                            f"byte 0x{byte:02x} is {hint} (field {i + 1})",
+                            path=path,
+                            line=consumed + 1,
+                            column=column,
+                        )
+                consumed = reader.line_num
+    except (OSError, UnicodeError, pycsv.Error) as e:
+        return ReadError(f"not readable as CSV: {e}", path=path)
+    return ReadError(f"text is {hint}", path=path)
+
+
+#: Most bytes `_is_blank` looks at (a blank file larger than this is not "empty").
+_BLANK_SCAN_BYTES: Final = 1 << 20
+
+
+def _is_blank(path: Path) -> bool:
+    """Whether the file holds nothing but whitespace (an empty input)."""
+    with path.open("rb") as f:
+        data = f.read(_BLANK_SCAN_BYTES + 1)
+    return len(data) <= _BLANK_SCAN_BYTES and not data.strip()
+
+
+def _contains(path: Path, needle: bytes) -> bool:
+    """Whether the file holds ``needle`` (a scan at memory speed)."""
+    if not needle:
+        return False
+    with path.open("rb") as f:
+        try:
+            with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+                return mm.find(needle) != -1
+        except ValueError:  # empty file
+            return False
+
+
+def _check_quotes_closed(path: Path, dialect: _Dialect, names: list[str]) -> None:
+    """Refuse a quoted field left open at the end of the file.
+
+    pyarrow reads an unterminated quoted field as running to the end of the file (one
+    record swallowing the rest). Only the last record can be affected: it is located
+    with Python's csv reader and re-parsed strictly. Skipped when the file holds no quote
+    character at all.
+
+    Raises:
+        ReadError: naming the line where the unterminated record starts and its column.
+    """
+    if dialect.quote is None:
+        return
+    try:
+        needle = dialect.quote.encode(dialect.encoding)
+    except (UnicodeError, LookupError):
+        needle = b""
+    if needle and not _contains(path, needle):
+        return
+    try:
+        with path.open(encoding=dialect.encoding, errors="replace", newline="") as f:
+            reader = _python_reader(f, dialect)
+            last_start, last_fields, consumed = 0, None, 0
+            for fields in reader:
+                if fields:
+                    last_start, last_fields = consumed, fields
+                consumed = reader.line_num
+            if last_fields is None:
+                return
+            f.seek(0)
+            for _ in range(last_start):
+                f.readline()
+            strict = pycsv.reader(
+                f,
+                delimiter=dialect.separator,
+                quotechar=dialect.quote,
+                quoting=pycsv.QUOTE_MINIMAL,
+                escapechar=dialect.escape,
+                doublequote=True,
+                strict=True,
+            )
+            for _ in strict:
+                pass
+    except pycsv.Error as e:
+        if "unexpected end of data" not in str(e):
+            return  # other strictness complaints: pyarrow's reading stands
+        i = len(last_fields) - 1 if last_fields else 0
+        raise ReadError(
+            f"unterminated quoted field (field {i + 1} is opened with {dialect.quote} "
+            "and never closed before the end of the file)",
+            path=path,
+            line=last_start + 1,
+            column=names[i] if i < len(names) else None,
+        ) from None
+    except (OSError, UnicodeError):
+        return
 
 
 def read_csv(
@@ -262,7 +395,11 @@ def _stream(
     types: dict[str, Any] | None,
     conformer: Conformer,
     batch_rows: int,
+    *,
+    check_quotes: bool = True,
 ) -> Iterator[pa.RecordBatch]:
+    names_in_file = names
+
     def line_of(row: int) -> int:
         # Only called for an error: find where that record starts (quoted fields may
         # span lines), else assume one record per line.
@@ -272,6 +409,8 @@ def _stream(
         reader = _open(path, dialect, dialect.read_options(names=names, skip_rows=skip), types)
     except pa.ArrowInvalid as e:
         raise _classify(path, dialect, names, skip, types, conformer, e, 0) from None
+    except UnicodeError:
+        raise _find_undecodable(path, dialect, names) from None
     except OSError as e:
         raise ReadError(f"cannot open: {e}", path=path) from None
     rows = 0
@@ -280,10 +419,14 @@ def _stream(
             try:
                 batch = reader.read_next_batch()
             except StopIteration:
+                if check_quotes:
+                    _check_quotes_closed(path, dialect, names_in_file)
                 return
             except pa.ArrowInvalid as e:
                 raise _classify(path, dialect, names, skip, types, conformer, e, rows) from None
-            except (OSError, UnicodeError) as e:
+            except UnicodeError:
+                raise _find_undecodable(path, dialect, names) from None
+            except OSError as e:
                 raise ReadError(f"cannot read: {e}", path=path) from None
             loc = Location(path, rows, line_of)
             rows += batch.num_rows
@@ -304,12 +447,20 @@ def _classify(
     text = str(error)
     if "CSV parse error" in text:
         return _arrow_error(path, dialect, error)
-    if "conversion error" not in text or types is None:
+    if "invalid UTF8" in text or "invalid utf8" in text.lower():
+        return _find_undecodable(path, dialect, names)
+    if (
+        "conversion error" not in text
+        or types is None
+        or all(pa.types.is_string(t) for t in types.values())
+    ):
         return ReadError(f"after line {rows_before + skip}: {text}", path=path)
     # Re-read everything as text and convert with our own code, which names row and column.
     as_text = dict.fromkeys(types, pa.string())
     try:
-        for batch in _stream(path, dialect, names, skip, as_text, conformer, 1 << 30):
+        for batch in _stream(
+            path, dialect, names, skip, as_text, conformer, 1 << 30, check_quotes=False
+        ):
             del batch
     except ReadError as located:
         return located
