@@ -13,58 +13,53 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from engine.errors import EngineConfigError, EngineUnavailable, InvalidQuery
-from fbs.errors import (
-    FbsError,
-    InvalidDid,
-    InvalidMultiformat,
-    MalformedBlock,
-    ManifestError,
-    OdfError,
-)
+from fbs.errors import MalformedBlock, ManifestError, OdfError
 from node.cli_util import (
-    EXIT_CONFLICT,
     EXIT_INTERNAL,
-    EXIT_INVALID,
     EXIT_NOT_FOUND,
     EXIT_OK,
     EXIT_USAGE,
-    EXIT_VERIFY_FAILED,
     WORKSPACE_ENV,
     err,
     open_workspace,
     workspace_dir,
 )
 from node.errors import UsageError, VerificationFailed
-from node.ingest.errors import IngestError, SourceNotFound, SourceUnreachable
 from node.output import OUTPUT_FORMATS, render
-from p2p.errors import (
-    AttestationRejected,
-    DuplicateAttestation,
-    Equivocation,
-    InvalidAttestation,
-    InvalidHeadRecord,
-    NotDescendant,
-    P2PError,
-    PeerUnavailable,
-    StaleHead,
-    TransferError,
-)
-from storage.errors import (
-    ChainError,
-    DatasetExists,
-    DatasetNotFound,
-    HashMismatch,
-    InvalidAlias,
-    ObjectNotFound,
-    RefCASFailed,
-    RefNotFound,
-    WorkspaceNotFound,
-)
 
 
 def exit_code_for(error: BaseException) -> int:
     """The process exit code for an error raised by a command."""
+    # Imported here, not at module level: only a failing command needs them, and
+    # p2p.errors pulls in fbs.did (hashing, multiformats) at every start otherwise.
+    from engine.errors import EngineConfigError, EngineUnavailable, InvalidQuery
+    from fbs.errors import FbsError, InvalidDid, InvalidMultiformat
+    from node.cli_util import EXIT_CONFLICT, EXIT_INVALID, EXIT_VERIFY_FAILED
+    from node.ingest.errors import IngestError, SourceNotFound, SourceUnreachable
+    from p2p.errors import (
+        AttestationRejected,
+        DuplicateAttestation,
+        Equivocation,
+        InvalidAttestation,
+        InvalidHeadRecord,
+        NotDescendant,
+        P2PError,
+        PeerUnavailable,
+        StaleHead,
+        TransferError,
+    )
+    from storage.errors import (
+        ChainError,
+        DatasetExists,
+        DatasetNotFound,
+        HashMismatch,
+        InvalidAlias,
+        ObjectNotFound,
+        RefCASFailed,
+        RefNotFound,
+        WorkspaceNotFound,
+    )
+
     if isinstance(error, VerificationFailed):
         return EXIT_VERIFY_FAILED
     if isinstance(error, UsageError | InvalidAlias):
@@ -192,9 +187,6 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 
 def cmd_log(args: argparse.Namespace) -> int:
-    from fbs.manifest import to_plain
-    from node.describe import event_summary
-
     ws = open_workspace(args)
     ds = ws.get(args.dataset)
     entries = []
@@ -203,6 +195,8 @@ def cmd_log(args: argparse.Namespace) -> int:
             break
         entries.append((h, block))
     if args.output_format == "table":
+        from node.describe import event_summary
+
         rows = [
             {
                 "seq": b.sequence_number,
@@ -215,6 +209,8 @@ def cmd_log(args: argparse.Namespace) -> int:
         ]
         render(rows, "table", columns=["seq", "system_time", "event", "summary", "hash"])
     else:
+        from fbs.manifest import to_plain
+
         data = [{"blockHash": str(h), "block": to_plain(b)} for h, b in entries]
         render(data, args.output_format)
     return EXIT_OK

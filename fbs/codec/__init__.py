@@ -18,15 +18,17 @@ Public API:
 
 from __future__ import annotations
 
-from typing import Final, TypeVar
+from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 from fbs.codec.decoder import decode_root
-from fbs.codec.encoder import SUPPORTED_VERSIONS, TableEncoder, timestamp_alignment
 from fbs.errors import FbsError, InvalidValue, MalformedBlock, UnsupportedVersion
 from fbs.limits import DEFAULT_LIMITS, DecodeLimits
 from fbs.model.events import Manifest, MetadataBlock
 from fbs.model.schema import schema_of
 from fbs.multiformats import ODF_DATASET_SNAPSHOT, ODF_METADATA_BLOCK, Multihash
+
+if TYPE_CHECKING:
+    from fbs.codec.encoder import timestamp_alignment
 
 __all__ = [
     "DEFAULT_BLOCK_VERSION",
@@ -51,8 +53,20 @@ MANIFEST_KIND_BLOCK: Final = ODF_METADATA_BLOCK
 MANIFEST_KIND_SNAPSHOT: Final = ODF_DATASET_SNAPSHOT
 #: Version written by default: 2 is readable by kamu v0.264 *and* >= v0.265.
 DEFAULT_BLOCK_VERSION: Final = 2
+#: Block format versions read and written: 2 (kamu <= 0.264) and 3 (kamu >= 0.265).
+SUPPORTED_VERSIONS: Final = (2, 3)
 
 _T = TypeVar("_T")
+
+
+def __getattr__(name: str) -> Any:
+    # The encoder (flatbuffers, which imports numpy) loads on first use: reading blocks,
+    # what most commands do, does not need it.
+    if name == "timestamp_alignment":
+        from fbs.codec import encoder
+
+        return encoder.timestamp_alignment
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def encode_table(value: object, version: int = DEFAULT_BLOCK_VERSION) -> bytes:
@@ -66,6 +80,8 @@ def encode_table(value: object, version: int = DEFAULT_BLOCK_VERSION) -> bytes:
         InvalidValue: if the value does not fit the schema (wrong types, ranges,
             missing required fields) or the version is unsupported.
     """
+    from fbs.codec.encoder import TableEncoder
+
     return TableEncoder(version).finish(value)
 
 
@@ -75,6 +91,8 @@ def encode_manifest(kind: int, version: int, content: bytes) -> bytes:
     Raises:
         InvalidValue: if ``kind``/``version`` do not fit their int64/int32 fields.
     """
+    from fbs.codec.encoder import TableEncoder
+
     return TableEncoder(DEFAULT_BLOCK_VERSION, len(content) + 64).finish(
         Manifest(kind=kind, version=version, content=content)
     )
@@ -89,6 +107,8 @@ def encode_block(block: MetadataBlock, version: int = DEFAULT_BLOCK_VERSION) -> 
     value: object = block  # callers may pass anything at runtime
     if not isinstance(value, MetadataBlock):
         raise InvalidValue(f"expected a MetadataBlock, got {type(block).__name__}")
+    from fbs.codec.encoder import TableEncoder
+
     inner = TableEncoder(version).finish(block)
     return encode_manifest(MANIFEST_KIND_BLOCK, version, inner)
 

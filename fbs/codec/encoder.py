@@ -15,6 +15,7 @@ from typing import Any, Final
 import flatbuffers
 from flatbuffers import number_types as N
 
+from fbs.codec import SUPPORTED_VERSIONS
 from fbs.did import DatasetId
 from fbs.errors import InvalidTimestamp, InvalidValue
 from fbs.limits import MAX_NESTING_DEPTH
@@ -25,8 +26,6 @@ from fbs.timestamp import Timestamp
 
 __all__ = ["SUPPORTED_VERSIONS", "TableEncoder", "timestamp_alignment"]
 
-#: Block format versions we can write: 2 (kamu <= 0.264) and 3 (kamu >= 0.265).
-SUPPORTED_VERSIONS: Final = (2, 3)
 
 _K = FieldKind
 _PREPEND_SLOT: Final = {

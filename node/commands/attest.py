@@ -22,13 +22,23 @@ import argparse
 from typing import TYPE_CHECKING, Any
 
 from node.cli_util import EXIT_INVALID, EXIT_OK, EXIT_VERIFY_FAILED, err, open_workspace
-from node.trust import TrustReport, verify_with_trust
 
 if TYPE_CHECKING:
     from node.disputes import PublisherRecord
+    from node.trust import TrustReport, verify_with_trust
     from p2p.attestation import Attestation
 
 __all__ = ["TrustReport", "attestation_row", "register", "verify_with_trust"]
+
+
+def __getattr__(name: str) -> Any:
+    # `TrustReport` and `verify_with_trust` are re-exported lazily: importing node.trust
+    # (p2p, the codec) at parser-build time would slow down every `odf` command.
+    if name in ("TrustReport", "verify_with_trust"):
+        import node.trust
+
+        return getattr(node.trust, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def attestation_row(a: Attestation) -> dict[str, Any]:

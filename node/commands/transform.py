@@ -29,6 +29,10 @@ __all__ = [
 ]
 
 SQL_OUTPUT_FORMATS: Final = ("table", "csv", "json", "parquet")
+#: `engine.server.DEFAULT_HOST` / `DEFAULT_PORT`, repeated here so that building the
+#: parser does not import the engine server (grpc, the codec); a test keeps them equal.
+ENGINE_DEFAULT_HOST: Final = "127.0.0.1"
+ENGINE_DEFAULT_PORT: Final = 5544
 
 
 def cmd_engine_run(args: argparse.Namespace) -> int:
@@ -235,14 +239,12 @@ def cmd_verify_replay(args: argparse.Namespace) -> int:
 
 def register(sub: Any) -> None:
     """Add ``engine`` and ``sql`` to the top-level sub-parsers."""
-    from engine.server import DEFAULT_HOST, DEFAULT_PORT
-
     engine = sub.add_parser("engine", help="run or manage the Spark engine")
     esub = engine.add_subparsers(dest="engine_command", required=True, metavar="COMMAND")
     p = esub.add_parser("run", help="run the engine gRPC server in the foreground")
     p.set_defaults(func=cmd_engine_run)
-    p.add_argument("--host", default=DEFAULT_HOST, help="address to listen on (%(default)s)")
-    p.add_argument("--port", type=int, default=DEFAULT_PORT, help="TCP port (%(default)s)")
+    p.add_argument("--host", default=ENGINE_DEFAULT_HOST, help="address to listen on (%(default)s)")
+    p.add_argument("--port", type=int, default=ENGINE_DEFAULT_PORT, help="TCP port (%(default)s)")
     p.add_argument("--master", default=None, help="Spark master URL (default local[*])")
     p.add_argument("--no-warmup", action="store_true", help="skip the start-up warm-up")
     p = esub.add_parser("status", help="show the workspace's shared engine")

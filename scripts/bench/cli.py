@@ -1,0 +1,147 @@
+"""Start-up time of the ``odf`` command and exit codes of many real CLI processes.
+
+Usage: .venv/bin/python scripts/bench/cli.py [--repeat 21] [--runs 2000] [--jobs 2]
+
+Builds a workspace of 20 root datasets (``odf add``; 3 of them get 3 ingested slices, so
+``odf verify --integrity`` reads Parquet), then
+
+1. start time: the median wall time of ``--repeat`` sequential runs of ``python -c pass``
+   (the venv's interpreter: the floor), ``odf --help``, ``odf list``, ``odf log DS`` and
+   ``odf status`` (when the CLI has such a command), each printed with its ratio to the floor;
+2. exits: ``--runs`` processes cycling through ``odf list``, ``odf log DS`` and
+   ``odf verify --integrity``, ``--jobs`` at a time; prints the number of non-zero exit
+   codes (by code, with the last stderr line of the first few). Issue 13 item 1: SIGABRT
+   (134) at interpreter exit.
+
+Exit status 1 when any run exited non-zero. Set PYTHONPATH to a checkout to measure it
+with this venv (e.g. a ``git archive`` of an older commit).
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLE = ROOT / "node" / "examples" / "city-populations.yaml"
+DATASETS = 20
+INGESTED = 3
+SLICES = 3
+
+
+def odf_command() -> list[str]:
+    """The ``odf`` console script next to this interpreter, else ``python -m node.cli``."""
+    script = Path(sys.executable).parent / "odf"
+    return [str(script)] if script.exists() else [sys.executable, "-m", "node.cli"]
+
+
+def make_workspace(root: Path, odf: list[str]) -> None:
+    env = {**os.environ, "ODF_WORKSPACE": str(root)}
+    subprocess.run([*odf, "init"], env=env, check=True, capture_output=True)
+    text = EXAMPLE.read_text(encoding="utf-8")
+    manifests = []
+    for i in range(DATASETS):
+        path = root / f"m{i:02}.yaml"
+        path.write_text(text.replace("demo.city-populations", f"demo.ds{i:02}"), "utf-8")
+        manifests.append(str(path))
+    subprocess.run([*odf, "add", *manifests], env=env, check=True, capture_output=True)
+    for i in range(INGESTED):
+        for s in range(SLICES):
+            csv = root / f"d{i}-{s}.csv"
+            lines = ["event_time,city,population"]
+            lines += [f"202{s}-01-01T00:00:00Z,C{r},{r * 7 + s}" for r in range(1000)]
+            csv.write_text("\n".join(lines) + "\n", "utf-8")
+            subprocess.run(
+                [*odf, "ingest", f"demo.ds{i:02}", str(csv)],
+                env=env,
+                check=True,
+                capture_output=True,
+            )
+
+
+def median_s(argv: list[str], env: dict[str, str], repeat: int) -> float:
+    times = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        proc = subprocess.run(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        times.append(time.perf_counter() - t0)
+        if proc.returncode != 0:
+            raise SystemExit(f"{argv}: exit {proc.returncode}: {proc.stderr.decode()[-500:]}")
+    return statistics.median(times)
+
+
+def start_times(odf: list[str], env: dict[str, str], repeat: int) -> None:
+    cases: list[tuple[str, list[str]]] = [
+        ("python -c pass", [sys.executable, "-c", "pass"]),
+        ("odf --help", [*odf, "--help"]),
+        ("odf list", [*odf, "list"]),
+        ("odf log demo.ds00", [*odf, "log", "demo.ds00"]),
+    ]
+    help_text = subprocess.run([*odf, "--help"], capture_output=True, text=True).stdout
+    if any(line.split()[:1] == ["status"] for line in help_text.splitlines()):
+        cases.append(("odf status", [*odf, "status"]))
+    else:
+        print("(no `odf status` command: skipped)")
+    for _name, argv in cases:  # warm the page cache and .pyc files
+        subprocess.run(argv, env=env, capture_output=True)
+    floor = None
+    print(f"{'command':<22} {'median s':>9} {'x python':>9}")
+    for name, argv in cases:
+        m = median_s(argv, env, repeat)
+        floor = floor or m
+        print(f"{name:<22} {m:9.3f} {m / floor:9.1f}")
+
+
+def exit_codes(odf: list[str], env: dict[str, str], runs: int, jobs: int) -> int:
+    commands = [[*odf, "list"], [*odf, "log", "demo.ds00"], [*odf, "verify", "--integrity"]]
+
+    def one(i: int) -> tuple[int, str]:
+        argv = commands[i % len(commands)]
+        proc = subprocess.run(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        lines = proc.stderr.decode(errors="replace").strip().splitlines()
+        return proc.returncode, f"{' '.join(argv[-2:])}: {lines[-1] if lines else ''}"
+
+    t0 = time.perf_counter()
+    with ThreadPoolExecutor(jobs) as pool:
+        results = list(pool.map(one, range(runs)))
+    elapsed = time.perf_counter() - t0
+    bad = [(code, why) for code, why in results if code != 0]
+    by_code = collections.Counter(code for code, _ in bad)
+    print(
+        f"{runs} runs ({jobs} at a time, {elapsed:.0f} s): {len(bad)} non-zero exit(s)"
+        + (f" {dict(by_code)}" if bad else "")
+    )
+    for code, why in bad[:5]:
+        print(f"  exit {code}: {why}")
+    return len(bad)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument("--repeat", type=int, default=21, help="runs per start-time median")
+    ap.add_argument("--runs", type=int, default=2000, help="processes for the exit-code count")
+    ap.add_argument("--jobs", type=int, default=2, help="processes at a time")
+    args = ap.parse_args()
+    odf = odf_command()
+    with tempfile.TemporaryDirectory(prefix="odf-bench-cli-") as tmp:
+        root = Path(tmp)
+        make_workspace(root, odf)
+        env = {**os.environ, "ODF_WORKSPACE": str(root)}
+        if args.repeat > 0:
+            start_times(odf, env, args.repeat)
+        failures = exit_codes(odf, env, args.runs, args.jobs) if args.runs > 0 else 0
+    sys.exit(1 if failures else 0)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,141 @@
+"""The ``odf`` command as real processes: what it imports, and that it always exits cleanly.
+
+Issue 13 item 1: ``odf verify --integrity`` printed ``OK`` and then died with SIGABRT
+(134, "terminate called without an active exception") in about 1 of 50 runs. A pool thread
+of Arrow's dataset scanner held the last reference to a Parquet reader over a Python file
+object and dropped it (which takes the GIL) while the interpreter was finalizing; Python
+then ends that thread with ``pthread_exit`` and the forced unwind through Arrow's
+``std::thread`` frame calls ``std::terminate``. `storage.verify` now decodes such files
+synchronously on the calling thread. Issue 15 item 1: metadata commands import only what
+they use (no grpc, Spark, pandas or Arrow's dataset/Acero modules).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from collections import Counter
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLE = ROOT / "node" / "examples" / "city-populations.yaml"
+ALIASES = ("demo.a", "demo.b", "demo.c")
+#: Never needed by commands that only read metadata (and slow to import).
+HEAVY = ("grpc", "pyspark", "pandas", "pyarrow.dataset", "pyarrow._acero", "engine.server")
+#: Runs `node.cli.main` like the console script and reports the heavy modules it imported.
+RUNNER = """
+import json, sys
+from node.cli import main
+try:
+    code = main(sys.argv[2:])
+except SystemExit as e:
+    code = e.code
+heavy = [m for m in json.loads(sys.argv[1]) if m in sys.modules]
+sys.stdout.flush()
+sys.stderr.write("\\nHEAVY " + json.dumps(heavy) + "\\n")
+sys.exit(code)
+"""
+
+
+def odf_exe() -> str:
+    exe = shutil.which("odf", path=str(Path(sys.executable).parent))
+    assert exe is not None, "the odf console script is not installed next to the interpreter"
+    return exe
+
+
+@pytest.fixture(scope="module")
+def workspace(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    """A workspace of three root datasets; the first has two ingested Parquet slices."""
+    root = tmp_path_factory.mktemp("ws")
+    env = {**os.environ, "ODF_WORKSPACE": str(root)}
+    exe = odf_exe()
+    subprocess.run([exe, "init"], env=env, check=True, capture_output=True)
+    text = EXAMPLE.read_text(encoding="utf-8")
+    manifests = []
+    for alias in ALIASES:
+        path = root / f"{alias}.yaml"
+        path.write_text(text.replace("demo.city-populations", alias), encoding="utf-8")
+        manifests.append(str(path))
+    subprocess.run([exe, "add", *manifests], env=env, check=True, capture_output=True)
+    for s in range(2):
+        csv = root / f"slice{s}.csv"
+        rows = [f"202{s}-01-01T00:00:00Z,C{r},{r}" for r in range(500)]
+        csv.write_text("event_time,city,population\n" + "\n".join(rows) + "\n", encoding="utf-8")
+        subprocess.run(
+            [exe, "ingest", ALIASES[0], str(csv)], env=env, check=True, capture_output=True
+        )
+    return env
+
+
+def imported_heavy(env: dict[str, str], argv: Sequence[str]) -> tuple[int, list[str]]:
+    r = subprocess.run(
+        [sys.executable, "-c", RUNNER, json.dumps(HEAVY), *argv],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    marker = [line for line in r.stderr.splitlines() if line.startswith("HEAVY ")]
+    assert marker, r.stderr
+    heavy: list[str] = json.loads(marker[-1].removeprefix("HEAVY "))
+    return r.returncode, heavy
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--help"],
+        ["list"],
+        ["list", "--output-format", "json"],
+        ["log", ALIASES[0]],
+        ["log", ALIASES[0], "--output-format", "yaml"],
+        ["engine", "--help"],
+        ["sql", "--help"],
+    ],
+    ids=" ".join,
+)
+def test_metadata_commands_do_not_import_heavy_modules(
+    workspace: dict[str, str], argv: list[str]
+) -> None:
+    code, heavy = imported_heavy(workspace, argv)
+    assert code == 0
+    assert heavy == []
+
+
+def test_verify_integrity_imports_no_engine(workspace: dict[str, str]) -> None:
+    code, heavy = imported_heavy(workspace, ["verify", "--integrity"])
+    assert code == 0
+    assert not {"grpc", "pyspark", "engine.server", "pyarrow._acero"} & set(heavy)
+
+
+def test_engine_defaults_match_the_server() -> None:
+    from engine.server import DEFAULT_HOST, DEFAULT_PORT
+    from node.commands.transform import ENGINE_DEFAULT_HOST, ENGINE_DEFAULT_PORT
+
+    assert (ENGINE_DEFAULT_HOST, ENGINE_DEFAULT_PORT) == (DEFAULT_HOST, DEFAULT_PORT)
+
+
+@pytest.mark.slow
+def test_hundreds_of_cli_processes_all_exit_zero(workspace: dict[str, str]) -> None:
+    """240 real processes (list, log, verify --integrity), 2 at a time: every exit is 0."""
+    exe = odf_exe()
+    commands = [[exe, "list"], [exe, "log", ALIASES[0]], [exe, "verify", "--integrity"]]
+
+    def one(i: int) -> tuple[int, str]:
+        argv = commands[i % len(commands)]
+        r = subprocess.run(
+            argv, env=workspace, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, timeout=120
+        )
+        return r.returncode, f"{' '.join(argv[1:])}: {r.stderr.decode(errors='replace')[-300:]}"
+
+    with ThreadPoolExecutor(2) as pool:
+        results = list(pool.map(one, range(240)))
+    failed = [(code, why) for code, why in results if code != 0]
+    assert not failed, (Counter(code for code, _ in failed), failed[:3])
