@@ -29,8 +29,8 @@ from typing import TYPE_CHECKING, Any
 from node.cli_util import EXIT_NOT_FOUND, EXIT_OK, EXIT_USAGE, err, open_workspace
 
 if TYPE_CHECKING:
-    from node.daemon_runfile import RunInfo
     from node.daemon_config import NodeConfig
+    from node.daemon_runfile import RunInfo
     from storage.workspace import Workspace
 
 __all__ = ["register"]
