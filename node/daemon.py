@@ -69,14 +69,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import os
 import signal
 import time
-from collections import OrderedDict, deque
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
 from aiohttp import web
@@ -86,9 +84,10 @@ from fbs.errors import FbsError, OdfError
 from fbs.multiformats import Multihash
 from node.attest_api import add_attestation_routes
 from node.daemon_config import NodeConfig
+from node.daemon_follow import FOLLOW_FILE, FollowList
 from node.daemon_log import event, setup_logging
+from node.daemon_pulls import PeerView, PullRecord, PullScheduler
 from node.daemon_runfile import (
-    MAX_RUN_FILE_BYTES,
     RUN_FILE,
     NodeAlreadyRunning,
     NodeNotRunning,
@@ -111,10 +110,7 @@ from p2p.errors import (
     Equivocation,
     HostError,
     InvalidAttestation,
-    InvalidHeadRecord,
-    NotDescendant,
     P2PError,
-    PeerUnavailable,
     StaleHead,
 )
 from p2p.exchange import ExchangeClient, ExchangeServer
@@ -122,12 +118,9 @@ from p2p.gossip import HEADS_TOPIC, HeadGossip
 from p2p.head_record import HeadRecord, sign_head
 from p2p.head_store import HeadStore
 from p2p.host import HostConfig, P2PHost
-from p2p.libp2p_source import Libp2pSource
 from p2p.peers import PeerScores
-from p2p.sync import ObjectSource, PullResult, pull_dataset
 from storage.dataset import Dataset
 from storage.errors import DatasetNotFound, StorageError
-from storage.fsutil import atomic_write_bytes, ensure_dir, read_bytes_limited
 from storage.layout import DatasetLayout
 from storage.workspace import Workspace
 
@@ -154,20 +147,6 @@ __all__ = [
 
 #: Identity key file, relative to the workspace root (``.odf/``).
 IDENTITY_FILE: Final = "p2p/identity.key"
-#: Follows added at run time.
-FOLLOW_FILE: Final = "p2p/follow.json"
-#: Most follow entries.
-MAX_FOLLOWS: Final = 10_000
-#: Network heads remembered (datasets seen in gossip), most recent kept.
-MAX_KNOWN_HEADS: Final = 10_000
-#: Providers remembered per dataset.
-MAX_PROVIDERS: Final = 32
-#: Finished pulls kept for ``/api/status``.
-PULL_HISTORY: Final = 50
-#: Bound on asking one peer for a head (seconds).
-PROBE_TIMEOUT_S: Final = 10.0
-#: Cap of the retry backoff (seconds).
-MAX_RETRY_DELAY_S: Final = 30.0
 #: How long `NodeDaemon.stop` waits for cancelled pulls (seconds).
 STOP_PULLS_TIMEOUT_S: Final = 10.0
 #: Delay before announcing to peers that just joined the topic (their subscription
@@ -182,72 +161,7 @@ MAX_EARLY_DATASETS: Final = 1_000
 MAX_REANNOUNCE_ATTESTATIONS: Final = 256
 
 
-# -- follower bookkeeping ----------------------------------------------------------------
-
-
-@dataclass(slots=True)
-class _Want:
-    """A pull to do: the highest record seen and peers that announced it."""
-
-    record: HeadRecord
-    providers: list[str] = field(default_factory=list)
-    attempts: int = 0
-    started_at: float | None = None
-    last_error: str | None = None
-    task: asyncio.Task[None] | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class PullRecord:
-    """One finished pull, for ``/api/status``.
-
-    Attributes:
-        dataset_id: the dataset.
-        sequence_number: the record pulled to.
-        ok: whether it completed.
-        detail: result summary or the error.
-        blocks / objects / objects_present / bytes: what the pull moved.
-        seconds: duration.
-        finished_at: UNIX time.
-    """
-
-    dataset_id: DatasetId
-    sequence_number: int
-    ok: bool
-    detail: str
-    blocks: int = 0
-    objects: int = 0
-    objects_present: int = 0
-    bytes: int = 0
-    seconds: float = 0.0
-    finished_at: float = 0.0
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON form."""
-        return {
-            "dataset": self.dataset_id.to_did_odf(),
-            "sequenceNumber": self.sequence_number,
-            "ok": self.ok,
-            "detail": self.detail,
-            "blocks": self.blocks,
-            "objects": self.objects,
-            "objectsPresent": self.objects_present,
-            "bytes": self.bytes,
-            "seconds": round(self.seconds, 3),
-            "finishedAt": round(self.finished_at, 3),
-        }
-
-
-@dataclass(slots=True)
-class _Known:
-    record: HeadRecord
-    providers: list[str] = field(default_factory=list)
-
-
-def _add_provider(providers: list[str], peer: str) -> None:
-    if peer and peer not in providers:
-        providers.insert(0, peer)
-        del providers[MAX_PROVIDERS:]
+# -- the daemon's parts share one helper ----------------------------------------------
 
 
 def _chain_has(ds: Dataset, h: Multihash, seq: int) -> bool:
@@ -299,7 +213,6 @@ class NodeDaemon:
             scores=self.scores,
         )
         self.server = ExchangeServer(workspace, head_records=self._record_json)
-        self.client: ExchangeClient | None = None
         self.gossip = HeadGossip(self.host, self._on_record, is_fresh=self._is_fresh)
         self.attestations = AttestationStore.for_workspace(workspace)
         self.attestation_gossip = AttestationGossip(self.host, self._on_attestation)
@@ -322,18 +235,26 @@ class NodeDaemon:
         self._runner: web.AppRunner | None = None
         self.http_url = ""
         self._tasks: list[asyncio.Task[None]] = []
-        self._wants: dict[DatasetId, _Want] = {}
-        self._known: OrderedDict[DatasetId, _Known] = OrderedDict()
         self._seen_heads: dict[DatasetId, Multihash] = {}
-        self._history: deque[PullRecord] = deque(maxlen=PULL_HISTORY)
-        self._follow: list[str] = list(config.follow)
-        self._peers: list[str] = []
-        self._topic_peers: frozenset[str] = frozenset()
+        self.peers = PeerView()
         self._stopping = False
         self._started = False
         self._started_at = 0.0
         self.announced = 0
         self._wake = asyncio.Event()
+        self.follows = FollowList(workspace, config.follow, self._wake.set)
+        self.pulls = PullScheduler(
+            workspace,
+            config,
+            self.host,
+            self.head_store,
+            self.scores,
+            self.peers,
+            self.follows,
+            refusal=self._refusal,
+            on_pulled=self._on_pulled,
+            on_equivocation=self._mark_disputes_dirty,
+        )
         self._changed: list[DatasetId] = []
 
     # -- lifecycle -----------------------------------------------------------------------
@@ -355,10 +276,10 @@ class NodeDaemon:
             raise
 
     async def _start(self) -> None:
-        self._load_follows()
+        self.follows.load()
         self.server.register(self.host)
         await self.host.start()
-        self.client = ExchangeClient(self.host)
+        self.pulls.client = ExchangeClient(self.host)
         await self.gossip.start()
         await self.attestation_gossip.start()
         if self.config.validator:
@@ -403,7 +324,7 @@ class NodeDaemon:
             peer_id=self.host.peer_id,
             addrs=self.host.addrs,
             http=self.http_url,
-            follow=self._follow,
+            follow=self.follows.entries,
             workspace=str(self.ws.root),
             validator=None
             if self.worker is None
@@ -427,7 +348,7 @@ class NodeDaemon:
 
     async def _dial_bootstrap(self) -> None:
         """Dial bootstrap peers not connected (in parallel; failures are logged)."""
-        connected = set(self._peers)
+        connected = set(self.peers.connected)
 
         async def dial(addr: str) -> None:
             if addr.rsplit("/p2p/", 1)[-1] in connected:
@@ -444,7 +365,7 @@ class NodeDaemon:
         if self._stopping:
             return
         self._stopping = True
-        pulls = [w.task for w in self._wants.values() if w.task is not None]
+        pulls = self.pulls.close()
         if self._reannounce_task is not None:
             self._tasks.append(self._reannounce_task)
         for task in [*self._tasks, *pulls]:
@@ -470,97 +391,34 @@ class NodeDaemon:
     async def __aexit__(self, *exc: object) -> None:
         await self.stop()
 
-    # -- follow list ---------------------------------------------------------------------
+    @property
+    def client(self) -> ExchangeClient | None:
+        """The object exchange client (once started)."""
+        return self.pulls.client
 
-    def _load_follows(self) -> None:
-        try:
-            data = read_bytes_limited(self.ws.root / FOLLOW_FILE, MAX_RUN_FILE_BYTES)
-        except (FileNotFoundError, StorageError):
-            return
-        try:
-            items = json.loads(data or b"[]")
-        except ValueError:
-            event(logging.WARNING, "ignoring unreadable follow file")
-            return
-        if isinstance(items, list):
-            for item in items[:MAX_FOLLOWS]:
-                if isinstance(item, str) and item and item not in self._follow:
-                    self._follow.append(item)
-
-    def _save_follows(self) -> None:
-        ensure_dir((self.ws.root / FOLLOW_FILE).parent)
-        extra = [f for f in self._follow if f not in self.config.follow]
-        atomic_write_bytes(self.ws.root / FOLLOW_FILE, json.dumps(extra).encode())
+    # -- follow list (`node.daemon_follow.FollowList`) ------------------------------------
 
     @property
     def follow_list(self) -> list[str]:
         """Followed datasets (aliases, DIDs, or ``all``)."""
-        return list(self._follow)
+        return self.follows.entries
 
     @property
     def follow_all(self) -> bool:
         """Whether every announced dataset is replicated."""
-        return "all" in self._follow
+        return self.follows.all
 
     def follow(self, ref: str) -> str:
-        """Follow a dataset (alias, DID, or ``all``); persists. Returns the entry stored.
-
-        Raises:
-            UsageError: not ``all``, a DID, or a valid alias; too many follows.
-        """
-        entry = ref.strip()
-        if entry != "all":
-            if entry.startswith("did:"):
-                try:
-                    entry = DatasetId.from_did(entry).to_did_odf()
-                except FbsError as e:
-                    raise UsageError(f"invalid dataset id {ref!r}: {e}") from None
-            else:
-                try:
-                    entry = self.ws.resolve(entry).id.to_did_odf()
-                except (DatasetNotFound, StorageError, FbsError) as e:
-                    raise UsageError(
-                        f"cannot follow {ref!r}: {e} (follow a dataset not held yet by its DID)"
-                    ) from None
-        if entry not in self._follow:
-            if len(self._follow) >= MAX_FOLLOWS:
-                raise UsageError(f"at most {MAX_FOLLOWS} follows")
-            self._follow.append(entry)
-            self._save_follows()
-            event(logging.INFO, "following", dataset=entry)
-        self._wake.set()
-        return entry
+        """Follow a dataset (`node.daemon_follow.FollowList.follow`); wakes the watcher."""
+        return self.follows.follow(ref)
 
     def unfollow(self, ref: str) -> bool:
         """Stop following ``ref`` (as stored by `follow`); whether it was followed."""
-        entry = ref.strip()
-        if entry.startswith("did:"):
-            with contextlib.suppress(FbsError):
-                entry = DatasetId.from_did(entry).to_did_odf()
-        if entry not in self._follow:
-            return False
-        self._follow.remove(entry)
-        self._save_follows()
-        return True
-
-    def _followed_ids(self) -> set[DatasetId]:
-        out: set[DatasetId] = set()
-        for entry in self._follow:
-            if entry == "all":
-                continue
-            try:
-                out.add(
-                    DatasetId.from_did(entry)
-                    if entry.startswith("did:")
-                    else self.ws.resolve(entry).id
-                )
-            except (DatasetNotFound, StorageError, FbsError):
-                continue
-        return out
+        return self.follows.unfollow(ref)
 
     def is_followed(self, did: DatasetId) -> bool:
         """Whether announced heads of ``did`` are replicated."""
-        return self.follow_all or did in self._followed_ids()
+        return self.follows.is_followed(did)
 
     # -- head records --------------------------------------------------------------------
 
@@ -671,9 +529,9 @@ class NodeDaemon:
             try:
                 peers = await asyncio.to_thread(self.host.peers)
                 topic_peers = frozenset(await asyncio.to_thread(self.host.mesh_peers, HEADS_TOPIC))
-                self._peers = sorted(peers)
-                joined = topic_peers - self._topic_peers
-                self._topic_peers = topic_peers
+                self.peers.connected = sorted(peers)
+                joined = topic_peers - self.peers.subscribed
+                self.peers.subscribed = topic_peers
                 full = first or bool(joined)
                 if time.monotonic() - last_full >= cfg.reannounce_interval_s:
                     full, last_full = True, time.monotonic()
@@ -690,9 +548,9 @@ class NodeDaemon:
                 woke = self._wake.is_set()
                 self._wake.clear()
                 if first or woke:
-                    await self._probe_peers(self._peers)
+                    await self.pulls.probe_peers(self.peers.connected)
                 elif joined:
-                    await self._probe_peers(sorted(joined))
+                    await self.pulls.probe_peers(sorted(joined))
                 first = False
             except asyncio.CancelledError:
                 raise
@@ -701,25 +559,7 @@ class NodeDaemon:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), cfg.head_poll_interval_s)
 
-    # -- receiving and pulling -----------------------------------------------------------
-
-    def _remember(self, record: HeadRecord, origin: str) -> None:
-        known = self._known.get(record.dataset_id)
-        if known is None or record.sequence_number > known.record.sequence_number:
-            event(
-                logging.INFO,
-                "head heard",
-                dataset=record.dataset_id.to_did_odf(),
-                seq=record.sequence_number,
-                origin=origin,
-            )
-            known = _Known(record)
-            self._known[record.dataset_id] = known
-        self._known.move_to_end(record.dataset_id)
-        if record.head == known.record.head:
-            _add_provider(known.providers, origin)
-        while len(self._known) > MAX_KNOWN_HEADS:
-            self._known.popitem(last=False)
+    # -- receiving and pulling (`node.daemon_pulls.PullScheduler`) ----------------------
 
     async def _on_record(self, record: HeadRecord, origin: str) -> None:
         if self._stopping:
@@ -732,289 +572,42 @@ class NodeDaemon:
         Returns:
             Whether a pull was queued (or an already queued one gained a provider).
         """
-        did = record.dataset_id
-        self._remember(record, origin)
-        if self.ws.keys.has(did):
-            return False  # our own dataset: only we move it
-        try:
-            await asyncio.to_thread(self.head_store.check, record)
-        except StaleHead:
-            return False
-        except Equivocation as e:
-            event(logging.WARNING, "equivocation recorded", dataset=str(did), error=str(e))
-            self._disputes_dirty = True
-            return False
-        except P2PError as e:
-            event(logging.INFO, "record refused", dataset=str(did), error=str(e))
-            return False
-        if not self.is_followed(did):
-            return False
-        self._queue(record, origin)
-        return True
-
-    def _queue(self, record: HeadRecord, origin: str | None) -> None:
-        did = record.dataset_id
-        want = self._wants.get(did)
-        if want is None:
-            want = self._wants[did] = _Want(record)
-        elif record.sequence_number > want.record.sequence_number:
-            want.record = record
-            want.attempts = 0
-        elif record.head != want.record.head:
-            return  # older (or conflicting: the head store decides at pull time)
-        if origin:
-            _add_provider(want.providers, origin)
-        if want.task is None or want.task.done():
-            want.task = asyncio.create_task(self._pull_loop(did), name=f"pull-{did}")
+        return await self.pulls.offer(record, origin)
 
     def pulls_in_progress(self) -> list[dict[str, Any]]:
         """Queued and running pulls (JSON rows)."""
-        return [
-            {
-                "dataset": did.to_did_odf(),
-                "sequenceNumber": w.record.sequence_number,
-                "head": str(w.record.head),
-                "running": w.started_at is not None,
-                "attempts": w.attempts,
-                "providers": list(w.providers),
-                "lastError": w.last_error,
-            }
-            for did, w in self._wants.items()
-        ]
+        return self.pulls.pulls_in_progress()
 
     @property
     def history(self) -> list[PullRecord]:
         """Finished pulls, oldest first."""
-        return list(self._history)
+        return self.pulls.history
 
-    async def _pull_loop(self, did: DatasetId) -> None:
-        cfg = self.config
-        while not self._stopping:
-            want = self._wants[did]
-            record = want.record
-            want.started_at = time.monotonic()
-            t0 = time.monotonic()
-            refused = await self._refusal(did)
-            if refused is not None:
-                self._finish(did, record, False, f"refused by policy: {refused}", t0)
-                if self._wants[did].record is record:
-                    del self._wants[did]
-                    return
-                continue
-            try:
-                result = await self._pull_once(record, want.providers)
-            except asyncio.CancelledError:
-                event(logging.INFO, "pull cancelled", dataset=str(did))
-                raise
-            except (StaleHead, Equivocation, NotDescendant, InvalidHeadRecord) as e:
-                # Not retryable: the record is behind, conflicting or off our history.
-                self._finish(did, record, False, f"{type(e).__name__}: {e}", t0)
-                if self._wants[did].record is record:
-                    del self._wants[did]
-                    return
-                continue
-            except (OdfError, OSError) as e:
-                want.attempts += 1
-                want.last_error = f"{type(e).__name__}: {e}"
-                want.started_at = None
-                if want.attempts >= cfg.pull_attempts:
-                    self._finish(did, record, False, f"gave up: {want.last_error}", t0)
-                    if self._wants[did].record is record:
-                        del self._wants[did]
-                        return
-                    continue
-                delay = min(MAX_RETRY_DELAY_S, cfg.pull_retry_delay_s * 2 ** (want.attempts - 1))
-                event(
-                    logging.INFO,
-                    "pull failed, retrying",
-                    dataset=str(did),
-                    attempt=want.attempts,
-                    delay_s=delay,
-                    error=want.last_error,
-                )
-                await asyncio.sleep(delay)
-                continue
-            self._finish(did, record, True, "ok", t0, result)
-            with contextlib.suppress(StorageError, OSError):
-                layout = DatasetLayout(self.ws.datasets_dir / did.as_multibase())
-                head = layout.refs.get_or_none("head")
-                if head is not None:
-                    self._seen_heads[did] = head
-            await self._on_new_head(did)
-            await self.announce(record)  # one more provider for the others
-            current = self._wants.get(did)
-            if current is None or current.record is record:
-                self._wants.pop(did, None)
-                return
-
-    def _finish(
-        self,
-        did: DatasetId,
-        record: HeadRecord,
-        ok: bool,
-        detail: str,
-        t0: float,
-        result: PullResult | None = None,
-    ) -> None:
-        rec = PullRecord(
-            did,
-            record.sequence_number,
-            ok,
-            detail,
-            blocks=result.blocks_fetched if result else 0,
-            objects=result.objects_fetched if result else 0,
-            objects_present=result.objects_present if result else 0,
-            bytes=result.bytes_fetched if result else 0,
-            seconds=time.monotonic() - t0,
-            finished_at=time.time(),
-        )
-        self._history.append(rec)
-        event(
-            logging.INFO if ok else logging.WARNING,
-            "pull done" if ok else "pull failed",
-            **rec.to_dict(),
-        )
-
-    async def _probe(self, peer: str, did: DatasetId) -> HeadRecord | None:
-        assert self.client is not None
-        src = Libp2pSource(self.host, self.client, peer, did)
-        try:
-            return await asyncio.wait_for(src.get_head_record(), PROBE_TIMEOUT_S)
-        except (TimeoutError, P2PError):
-            return None
+    @property
+    def _known(self) -> OrderedDict[DatasetId, Any]:
+        # Heads heard of, per dataset (tests look here).
+        return self.pulls.known
 
     async def sources_for(self, record: HeadRecord, providers: Sequence[str]) -> list[str]:
         """Connected or announcing peers that serve ``record``'s head (or a later one)."""
-        me = self.host.peer_id
-        # Only connected peers: an announcement's origin may be several hops away, and
-        # dialling a peer without known addresses would only charge it as unavailable.
-        self._peers = sorted(await asyncio.to_thread(self.host.peers))
-        connected = set(self._peers)
-        order = [p for p in providers if p in connected] + self._peers
-        candidates = [p for p in dict.fromkeys(order) if p != me]
-        candidates = self.scores.usable(candidates)
-        records = await asyncio.gather(*(self._probe(p, record.dataset_id) for p in candidates))
-        return [
-            p
-            for p, r in zip(candidates, records, strict=True)
-            if r is not None
-            and (r.head == record.head or r.sequence_number > record.sequence_number)
-        ]
-
-    async def _pull_once(self, record: HeadRecord, providers: Sequence[str]) -> PullResult:
-        assert self.client is not None
-        peers = await self.sources_for(record, providers)
-        if not peers:
-            raise PeerUnavailable(f"no reachable peer serves {record.dataset_id} at {record.head}")
-        sources: list[ObjectSource] = [
-            Libp2pSource(self.host, self.client, p, record.dataset_id) for p in peers
-        ]
-        event(
-            logging.INFO,
-            "pulling",
-            dataset=str(record.dataset_id),
-            seq=record.sequence_number,
-            sources=peers,
-        )
-        return await pull_dataset(
-            self.ws,
-            sources,
-            dataset_id=record.dataset_id,
-            head_record=record,
-            head_store=self.head_store,
-        )
-
-    def _resume_candidates(self) -> set[DatasetId]:
-        """Datasets worth asking peers about: followed, half-pulled, behind their record."""
-        out = self._followed_ids()
-        staging = self.ws.root / "staging"
-        with contextlib.suppress(OSError):
-            for name in os.listdir(staging):
-                if name.startswith("pull-"):
-                    with contextlib.suppress(FbsError):
-                        out.add(DatasetId.from_multibase(name[len("pull-") :]))
-        for record in self.head_store.list():
-            layout = DatasetLayout(self.ws.datasets_dir / record.dataset_id.as_multibase())
-            with contextlib.suppress(StorageError, OSError):
-                if layout.refs.get_or_none("head") != record.head:
-                    out.add(record.dataset_id)
-        return {d for d in out if not self.ws.keys.has(d)}
-
-    async def _probe_peers(self, peers: Sequence[str]) -> None:
-        """Ask ``peers`` for the heads of `_resume_candidates` and queue what is newer."""
-        dids = await asyncio.to_thread(self._resume_candidates)
-        for did in sorted(dids, key=str):
-            held = await asyncio.to_thread(self.head_store.get, did)
-            local_head = None
-            with contextlib.suppress(StorageError, OSError):
-                layout = DatasetLayout(self.ws.datasets_dir / did.as_multibase())
-                local_head = layout.refs.get_or_none("head")
-            behind = held is not None and local_head != held.head
-            if held is not None and behind:
-                # An interrupted update: the held record itself is the target (resume).
-                self._queue(held, None)
-            # Half-pulled clones are resumed even when only `all` is followed.
-            wanted = self.is_followed(did) or self._is_staged(did)
-            for peer in peers:
-                if not wanted and not behind:
-                    break
-                record = await self._probe(peer, did)
-                if record is None:
-                    continue
-                self._remember(record, peer)
-                if held is not None and record.sequence_number <= held.sequence_number:
-                    if record.head == held.head and did in self._wants:
-                        _add_provider(self._wants[did].providers, peer)
-                    continue
-                if not wanted:
-                    continue
-                try:
-                    await asyncio.to_thread(self.head_store.check, record)
-                except P2PError:
-                    continue
-                self._queue(record, peer)
-
-    def _is_staged(self, did: DatasetId) -> bool:
-        return (self.ws.root / "staging" / f"pull-{did.as_multibase()}").is_dir()
+        return await self.pulls.sources_for(record, providers)
 
     async def resolve(self, did: DatasetId) -> dict[str, Any]:
         """What the network says about ``did``: best record and peers that serve it."""
-        self._peers = sorted(await asyncio.to_thread(self.host.peers))
-        peers = [p for p in self._peers if p != self.host.peer_id]
-        records = await asyncio.gather(*(self._probe(p, did) for p in peers))
-        best: HeadRecord | None = None
-        known = self._known.get(did)
-        if known is not None:
-            best = known.record
-        for r in records:
-            if r is not None and (best is None or r.sequence_number > best.sequence_number):
-                best = r
-        providers = []
-        for p, r in zip(peers, records, strict=True):
-            if r is not None and best is not None and r.head == best.head:
-                providers.append({"peerId": p, "addrs": await self._peer_addrs(p)})
-        return {
-            "dataset": did.to_did_odf(),
-            "record": best.to_dict() if best is not None else None,
-            "providers": providers,
-        }
+        return await self.pulls.resolve(did)
 
-    async def _peer_addrs(self, peer: str) -> list[str]:
-        from p2p.host import parse_peer_id
+    async def _on_pulled(self, did: DatasetId, record: HeadRecord) -> None:
+        # After a pull: the watcher must not report the new head as a replica move.
+        with contextlib.suppress(StorageError, OSError):
+            layout = DatasetLayout(self.ws.datasets_dir / did.as_multibase())
+            head = layout.refs.get_or_none("head")
+            if head is not None:
+                self._seen_heads[did] = head
+        await self._on_new_head(did)
+        await self.announce(record)  # one more provider for the others
 
-        host = self.host.libp2p_host
-        pid = parse_peer_id(peer)
-
-        async def addrs() -> list[str]:
-            try:
-                return [f"{a}/p2p/{peer}" for a in host.get_peerstore().addrs(pid)]
-            except Exception:  # peerstore lookups raise assorted errors for unknown peers
-                return []
-
-        try:
-            return await self.host.run_trio(addrs)
-        except P2PError:
-            return []
+    def _mark_disputes_dirty(self) -> None:
+        self._disputes_dirty = True
 
     # -- attestations and the validator ----------------------------------------------------
 
@@ -1074,7 +667,7 @@ class NodeDaemon:
             return
         for inp in await asyncio.to_thread(self._inputs_of, did):
             entry = inp.to_did_odf()
-            if entry not in self._follow and not self.ws.keys.has(inp):
+            if entry not in self.follows and not self.ws.keys.has(inp):
                 with contextlib.suppress(UsageError):
                     self.follow(entry)
                     event(logging.INFO, "following input", dataset=entry, of=did.to_did_odf())
@@ -1229,13 +822,13 @@ class NodeDaemon:
         """``/api/peers``: connected peers and every scored one."""
         standings = {s.peer: s for s in self.scores.snapshot()}
         rows = []
-        for peer in sorted(set(self._peers) | set(standings)):
+        for peer in sorted(set(self.peers.connected) | set(standings)):
             s = standings.get(peer)
             rows.append(
                 {
                     "peerId": peer,
-                    "connected": peer in self._peers,
-                    "subscribed": peer in self._topic_peers,
+                    "connected": peer in self.peers.connected,
+                    "subscribed": peer in self.peers.subscribed,
                     "score": s.score if s else 0.0,
                     "banned": bool(s and s.banned_until is not None),
                     "offences": s.offences if s else 0,
@@ -1252,13 +845,13 @@ class NodeDaemon:
             "addrs": self.host.addrs if running else [],
             "httpUrl": self.http_url,
             "pid": os.getpid(),
-            "peers": len(self._peers),
-            "topicPeers": len(self._topic_peers),
+            "peers": len(self.peers.connected),
+            "topicPeers": len(self.peers.subscribed),
             "follow": self.follow_list,
             "followAll": self.follow_all,
             "pulls": self.pulls_in_progress(),
-            "recentPulls": [r.to_dict() for r in self._history],
-            "networkHeads": len(self._known),
+            "recentPulls": [r.to_dict() for r in self.pulls.history],
+            "networkHeads": len(self.pulls.known),
             "announced": self.announced,
             "gossip": {
                 "rejected": self.gossip.rejected,
