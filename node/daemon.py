@@ -85,6 +85,7 @@ from fbs.multiformats import Multihash
 from node.attest_api import add_attestation_routes
 from node.daemon_config import NodeConfig
 from node.daemon_follow import FOLLOW_FILE, FollowList
+from node.daemon_heads import HeadWatcher
 from node.daemon_log import event, setup_logging
 from node.daemon_pulls import PeerView, PullRecord, PullScheduler
 from node.daemon_runfile import (
@@ -107,21 +108,17 @@ from p2p.attestation_store import AcceptResult, AcceptStatus, AttestationStore
 from p2p.errors import (
     AttestationRejected,
     DuplicateAttestation,
-    Equivocation,
     HostError,
     InvalidAttestation,
     P2PError,
-    StaleHead,
 )
 from p2p.exchange import ExchangeClient, ExchangeServer
 from p2p.gossip import HEADS_TOPIC, HeadGossip
-from p2p.head_record import HeadRecord, sign_head
+from p2p.head_record import HeadRecord
 from p2p.head_store import HeadStore
 from p2p.host import HostConfig, P2PHost
 from p2p.peers import PeerScores
-from storage.dataset import Dataset
 from storage.errors import DatasetNotFound, StorageError
-from storage.layout import DatasetLayout
 from storage.workspace import Workspace
 
 if TYPE_CHECKING:
@@ -159,19 +156,6 @@ MAX_EARLY_DATASETS: Final = 1_000
 #: Own attestations gossiped again per round (new subscribers of the topic, and every
 #: ``reannounce_interval_s``), newest blocks first.
 MAX_REANNOUNCE_ATTESTATIONS: Final = 256
-
-
-# -- the daemon's parts share one helper ----------------------------------------------
-
-
-def _chain_has(ds: Dataset, h: Multihash, seq: int) -> bool:
-    """Whether ``ds``'s chain contains block ``h`` of sequence number ``seq`` (walks back)."""
-    for bh, _raw, block in ds.iter_blocks():
-        if bh == h:
-            return True
-        if block.sequence_number <= seq:
-            return False
-    return False
 
 
 # -- the daemon --------------------------------------------------------------------------
@@ -212,8 +196,10 @@ class NodeDaemon:
             ),
             scores=self.scores,
         )
-        self.server = ExchangeServer(workspace, head_records=self._record_json)
-        self.gossip = HeadGossip(self.host, self._on_record, is_fresh=self._is_fresh)
+        self.watcher = HeadWatcher(workspace, self.head_store)
+        self.server = ExchangeServer(workspace, head_records=self.watcher.record_json)
+        self.gossip = HeadGossip(self.host, self._on_record, is_fresh=self.watcher.is_fresh)
+        self.watcher.gossip = self.gossip
         self.attestations = AttestationStore.for_workspace(workspace)
         self.attestation_gossip = AttestationGossip(self.host, self._on_attestation)
         self._engine = engine
@@ -235,12 +221,10 @@ class NodeDaemon:
         self._runner: web.AppRunner | None = None
         self.http_url = ""
         self._tasks: list[asyncio.Task[None]] = []
-        self._seen_heads: dict[DatasetId, Multihash] = {}
         self.peers = PeerView()
         self._stopping = False
         self._started = False
         self._started_at = 0.0
-        self.announced = 0
         self._wake = asyncio.Event()
         self.follows = FollowList(workspace, config.follow, self._wake.set)
         self.pulls = PullScheduler(
@@ -255,7 +239,6 @@ class NodeDaemon:
             on_pulled=self._on_pulled,
             on_equivocation=self._mark_disputes_dirty,
         )
-        self._changed: list[DatasetId] = []
 
     # -- lifecycle -----------------------------------------------------------------------
 
@@ -420,106 +403,16 @@ class NodeDaemon:
         """Whether announced heads of ``did`` are replicated."""
         return self.follows.is_followed(did)
 
-    # -- head records --------------------------------------------------------------------
+    # -- head records (`node.daemon_heads.HeadWatcher`) ---------------------------------
 
-    def _record_json(self, did: DatasetId) -> bytes | None:
-        # Exchange server provider (runs in the trio thread): the held record, if any.
-        try:
-            rec = self.head_store.get(did)
-        except P2PError:
-            return None
-        return rec.to_json() if rec is not None else None
-
-    def _is_fresh(self, record: HeadRecord) -> bool:
-        # Gossip validator (trio thread): forward only records above the held one, or
-        # conflicting ones (equivocation evidence must travel).
-        try:
-            held = self.head_store.get(record.dataset_id)
-        except P2PError:
-            return False
-        if held is None:
-            return True
-        if record.sequence_number > held.sequence_number:
-            return True
-        return record.sequence_number == held.sequence_number and record.head != held.head
-
-    def _record_for_head(self, did: DatasetId, head: Multihash) -> HeadRecord | None:
-        """The record to announce for ``did`` at ``head``; signs it if this node owns it."""
-        held = self.head_store.get(did)
-        if held is not None and held.head == head:
-            return held
-        if not self.ws.keys.has(did):
-            return None
-        ds = self.ws.get(did)
-        state = ds.state()
-        if state is None:
-            return None
-        key = self.ws.keys.load(did)
-        record = sign_head(key, state.head, state.sequence_number, state.system_time)
-
-        def is_descendant(old: Multihash, _new: Multihash) -> bool:
-            seq = held.sequence_number if held is not None else 0
-            return _chain_has(ds, old, seq)
-
-        try:
-            self.head_store.accept(record, expected_dataset_id=did, is_descendant=is_descendant)
-        except StaleHead:
-            # Signed meanwhile by the HTTP API (refs/head.sig) for the same head.
-            held = self.head_store.get(did)
-            return held if held is not None and held.head == state.head else None
-        event(
-            logging.INFO,
-            "signed head",
-            dataset=did.to_did_odf(),
-            head=str(state.head),
-            seq=state.sequence_number,
-        )
-        return record
-
-    def _scan_heads(self, everything: bool) -> list[HeadRecord]:
-        """Records to announce: new heads (or every held head if ``everything``)."""
-        out: list[HeadRecord] = []
-        try:
-            names = sorted(os.listdir(self.ws.datasets_dir))
-        except FileNotFoundError:
-            return out
-        for name in names:
-            try:
-                did = DatasetId.from_multibase(name)
-                head = DatasetLayout(self.ws.datasets_dir / name).refs.get_or_none("head")
-            except (FbsError, StorageError, OSError):
-                continue
-            if head is None or (not everything and self._seen_heads.get(did) == head):
-                continue
-            try:
-                record = self._record_for_head(did, head)
-            except Equivocation as e:
-                event(logging.ERROR, "refusing to sign a conflicting head", error=str(e))
-                record = None
-            except (OdfError, OSError) as e:
-                event(logging.WARNING, "cannot sign head", dataset=name, error=str(e))
-                continue
-            if did in self._seen_heads and not self.ws.keys.has(did):
-                self._changed.append(did)  # a replica moved (push, `odf pull`)
-            self._seen_heads[did] = head
-            if record is not None:
-                out.append(record)
-        return out
+    @property
+    def announced(self) -> int:
+        """Head records gossiped so far."""
+        return self.watcher.announced
 
     async def announce(self, record: HeadRecord) -> None:
         """Gossip ``record`` (errors are logged, never raised)."""
-        try:
-            await self.gossip.announce(record)
-        except (P2PError, OdfError) as e:
-            event(logging.WARNING, "announce failed", error=str(e))
-            return
-        self.announced += 1
-        event(
-            logging.DEBUG,
-            "announced",
-            dataset=record.dataset_id.to_did_odf(),
-            seq=record.sequence_number,
-        )
+        await self.watcher.announce(record)
 
     async def _watch_loop(self) -> None:
         cfg = self.config
@@ -538,11 +431,10 @@ class NodeDaemon:
                     await self._dial_bootstrap()
                 if joined:
                     await asyncio.sleep(JOIN_ANNOUNCE_DELAY_S)
-                records = await asyncio.to_thread(self._scan_heads, full)
+                records = await asyncio.to_thread(self.watcher.scan, full)
                 for record in records:
                     await self.announce(record)
-                changed, self._changed = self._changed, []
-                for did in changed:
+                for did in self.watcher.take_changed():
                     await self._on_new_head(did)
                 await self._attestation_round(full)
                 woke = self._wake.is_set()
@@ -598,11 +490,7 @@ class NodeDaemon:
 
     async def _on_pulled(self, did: DatasetId, record: HeadRecord) -> None:
         # After a pull: the watcher must not report the new head as a replica move.
-        with contextlib.suppress(StorageError, OSError):
-            layout = DatasetLayout(self.ws.datasets_dir / did.as_multibase())
-            head = layout.refs.get_or_none("head")
-            if head is not None:
-                self._seen_heads[did] = head
+        self.watcher.mark_seen(did)
         await self._on_new_head(did)
         await self.announce(record)  # one more provider for the others
 
