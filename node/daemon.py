@@ -81,8 +81,8 @@ from aiohttp import web
 
 from fbs.did import DatasetId
 from fbs.errors import FbsError, OdfError
-from fbs.multiformats import Multihash
 from node.attest_api import add_attestation_routes
+from node.daemon_attest import AttestationService
 from node.daemon_config import NodeConfig
 from node.daemon_follow import FOLLOW_FILE, FollowList
 from node.daemon_heads import HeadWatcher
@@ -96,20 +96,16 @@ from node.daemon_runfile import (
     RunInfo,
     read_run_info,
 )
-from node.disputes import DisputePolicy, publisher_record, publisher_records, refusal_reason
+from node.daemon_validation import ValidationFeed
+from node.disputes import DisputePolicy
 from node.errors import UsageError
 from node.http_api import HttpApiConfig, create_app
 from node.http_auth import load_or_create_token
 from node.remote_resolve import RemoteRef, ResolvedRemote, parse_remote_ref, resolve_remote
-from node.validator import Validator, ValidatorWorker, load_or_create_validator_key
-from p2p.attestation import Attestation, Verdict
-from p2p.attestation_gossip import ATTESTATIONS_TOPIC, AttestationGossip
-from p2p.attestation_store import AcceptResult, AcceptStatus, AttestationStore
+from node.validator import ValidatorWorker
+from p2p.attestation_store import AttestationStore
 from p2p.errors import (
-    AttestationRejected,
-    DuplicateAttestation,
     HostError,
-    InvalidAttestation,
     P2PError,
 )
 from p2p.exchange import ExchangeClient, ExchangeServer
@@ -118,7 +114,6 @@ from p2p.head_record import HeadRecord
 from p2p.head_store import HeadStore
 from p2p.host import HostConfig, P2PHost
 from p2p.peers import PeerScores
-from storage.errors import DatasetNotFound, StorageError
 from storage.workspace import Workspace
 
 if TYPE_CHECKING:
@@ -149,13 +144,6 @@ STOP_PULLS_TIMEOUT_S: Final = 10.0
 #: Delay before announcing to peers that just joined the topic (their subscription
 #: must reach our gossipsub router first).
 JOIN_ANNOUNCE_DELAY_S: Final = 0.5
-#: Attestations of datasets not held yet, kept (per dataset, and datasets) until a pull
-#: brings the dataset; beyond, the oldest are dropped (they are gossiped again).
-MAX_EARLY_ATTESTATIONS: Final = 256
-MAX_EARLY_DATASETS: Final = 1_000
-#: Own attestations gossiped again per round (new subscribers of the topic, and every
-#: ``reannounce_interval_s``), newest blocks first.
-MAX_REANNOUNCE_ATTESTATIONS: Final = 256
 
 
 # -- the daemon --------------------------------------------------------------------------
@@ -201,21 +189,6 @@ class NodeDaemon:
         self.gossip = HeadGossip(self.host, self._on_record, is_fresh=self.watcher.is_fresh)
         self.watcher.gossip = self.gossip
         self.attestations = AttestationStore.for_workspace(workspace)
-        self.attestation_gossip = AttestationGossip(self.host, self._on_attestation)
-        self._engine = engine
-        self.worker: ValidatorWorker | None = None
-        self.policy = DisputePolicy(config.refuse_disputed, config.dispute_confirmations)
-        self.attestation_stats: dict[str, int] = dict.fromkeys(
-            ("received", "accepted", "queued", "early", "duplicates", "rejected", "published"),
-            0,
-        )
-        self._early: OrderedDict[DatasetId, list[Attestation]] = OrderedDict()
-        self._refused: dict[DatasetId, str] = {}
-        self._disputes: list[dict[str, Any]] = []
-        self._disputes_dirty = True
-        self._inputs_cache: dict[DatasetId, tuple[Multihash | None, tuple[DatasetId, ...]]] = {}
-        self._att_topic_peers: frozenset[str] = frozenset()
-        self._reannounce_task: asyncio.Task[None] | None = None
         self._write_run_file = write_run_file
         self._run_file = RunFile(workspace)
         self._runner: web.AppRunner | None = None
@@ -227,6 +200,16 @@ class NodeDaemon:
         self._started_at = 0.0
         self._wake = asyncio.Event()
         self.follows = FollowList(workspace, config.follow, self._wake.set)
+        self.validation = ValidationFeed(workspace, config, self.attestations, self.follows, engine)
+        self.attest = AttestationService(
+            workspace,
+            config,
+            self.host,
+            self.head_store,
+            self.attestations,
+            replicas=self.validation.replicas,
+        )
+        self.attestation_gossip = self.attest.gossip
         self.pulls = PullScheduler(
             workspace,
             config,
@@ -235,9 +218,9 @@ class NodeDaemon:
             self.scores,
             self.peers,
             self.follows,
-            refusal=self._refusal,
+            refusal=self.attest.refusal,
             on_pulled=self._on_pulled,
-            on_equivocation=self._mark_disputes_dirty,
+            on_equivocation=self.attest.mark_disputes_dirty,
         )
 
     # -- lifecycle -----------------------------------------------------------------------
@@ -266,7 +249,8 @@ class NodeDaemon:
         await self.gossip.start()
         await self.attestation_gossip.start()
         if self.config.validator:
-            self._start_validator()
+            worker = self.validation.start(self.attest.publish)
+            self.attest.use_validator(worker.validator.validator_id)
         await self._dial_bootstrap()
         app = create_app(
             self.ws,
@@ -299,7 +283,7 @@ class NodeDaemon:
         self._tasks.append(asyncio.create_task(self._watch_loop(), name="head-watcher"))
         if self.worker is not None:
             self._tasks.append(asyncio.create_task(self.worker.run(), name="validator"))
-            for did in await asyncio.to_thread(self._replicas):
+            for did in await asyncio.to_thread(self.validation.replicas):
                 self.worker.queue(did)  # catch up: the backlog left by the last run
         event(
             logging.INFO,
@@ -312,21 +296,6 @@ class NodeDaemon:
             validator=None
             if self.worker is None
             else self.worker.validator.validator_id.to_did_key(),
-        )
-
-    def _start_validator(self) -> None:
-        key = load_or_create_validator_key(self.ws)
-        engine = self._engine
-        if engine is None and self.config.engine_address is not None:
-            from engine.client import EngineClient
-
-            engine = self._engine = EngineClient(self.config.engine_address, timeout=600.0)
-        validator = Validator(self.ws, key, engine=engine, store=self.attestations)
-        self.worker = ValidatorWorker(
-            validator, self._publish_attestation, batch_blocks=self.config.validator_batch_blocks
-        )
-        self.policy = DisputePolicy(
-            self.config.refuse_disputed, self.config.dispute_confirmations, key.dataset_id
         )
 
     async def _dial_bootstrap(self) -> None:
@@ -349,8 +318,9 @@ class NodeDaemon:
             return
         self._stopping = True
         pulls = self.pulls.close()
-        if self._reannounce_task is not None:
-            self._tasks.append(self._reannounce_task)
+        reannounce = self.attest.close()
+        if reannounce is not None:
+            self._tasks.append(reannounce)
         for task in [*self._tasks, *pulls]:
             task.cancel()
         pending = [t for t in [*self._tasks, *pulls] if not t.done()]
@@ -436,7 +406,7 @@ class NodeDaemon:
                     await self.announce(record)
                 for did in self.watcher.take_changed():
                     await self._on_new_head(did)
-                await self._attestation_round(full)
+                await self.attest.round(full)
                 woke = self._wake.is_set()
                 self._wake.clear()
                 if first or woke:
@@ -494,215 +464,27 @@ class NodeDaemon:
         await self._on_new_head(did)
         await self.announce(record)  # one more provider for the others
 
-    def _mark_disputes_dirty(self) -> None:
-        self._disputes_dirty = True
-
-    # -- attestations and the validator ----------------------------------------------------
-
-    def _replicas(self) -> list[DatasetId]:
-        """Datasets held here that this node does not own."""
-        out: list[DatasetId] = []
-        with contextlib.suppress(StorageError, OSError):
-            for entry in self.ws.list():
-                if not self.ws.keys.has(entry.id):
-                    out.append(entry.id)
-        return out
-
-    def _inputs_of(self, did: DatasetId) -> tuple[DatasetId, ...]:
-        """Input datasets of the transform in force in ``did``'s chain (cached per head)."""
-        from fbs.model import ExecuteTransform, SetTransform
-
-        try:
-            ds = self.ws.get(did)
-            head = ds.head()
-        except (DatasetNotFound, StorageError, FbsError, OSError):
-            return ()
-        cached = self._inputs_cache.get(did)
-        if cached is not None and cached[0] == head:
-            return cached[1]
-        found: dict[DatasetId, None] = {}
-        try:
-            for _h, _raw, block in ds.iter_blocks():
-                event = block.event
-                if isinstance(event, ExecuteTransform):
-                    for qi in event.query_inputs:
-                        found[qi.dataset_id] = None
-                elif isinstance(event, SetTransform):
-                    for ti in event.inputs:
-                        with contextlib.suppress(FbsError):
-                            found[DatasetId.from_did(ti.dataset_ref)] = None
-                    break  # the transform in force; older ones are history
-        except (StorageError, FbsError, OSError):
-            return ()
-        inputs = tuple(found)
-        self._inputs_cache[did] = (head, inputs)
-        return inputs
-
-    def _dependents(self, did: DatasetId) -> list[DatasetId]:
-        """Replicas whose transform reads ``did``."""
-        return [d for d in self._replicas() if d != did and did in self._inputs_of(d)]
+    # -- attestations (`node.daemon_attest`) and the validator (`node.daemon_validation`) --
 
     async def _on_new_head(self, did: DatasetId) -> None:
         """A replica's chain grew: queued attestations, inputs to follow, checks to run."""
-        early = self._early.pop(did, [])
-        for att in early:
-            await self._take(att)
-        accepted = await asyncio.to_thread(self.attestations.retry_pending, did)
-        for result in accepted:
-            self._count_accepted(result)
-        self._disputes_dirty = True
-        if self.worker is None:
-            return
-        for inp in await asyncio.to_thread(self._inputs_of, did):
-            entry = inp.to_did_odf()
-            if entry not in self.follows and not self.ws.keys.has(inp):
-                with contextlib.suppress(UsageError):
-                    self.follow(entry)
-                    event(logging.INFO, "following input", dataset=entry, of=did.to_did_odf())
-        self.worker.queue(did)
-        for dep in await asyncio.to_thread(self._dependents, did):
-            self.worker.queue(dep)  # may have waited for this input
+        await self.attest.on_new_head(did)
+        await self.validation.on_new_head(did)
 
-    async def _on_attestation(self, att: Attestation, origin: str) -> None:
-        if self._stopping:
-            return
-        self.attestation_stats["received"] += 1
-        await self._take(att)
+    @property
+    def worker(self) -> ValidatorWorker | None:
+        """The validator worker (``validator: true``, once started)."""
+        return self.validation.worker
 
-    async def _take(self, att: Attestation) -> None:
-        """Offer ``att`` to the store; keep it in memory when the dataset is not held yet."""
-        try:
-            result = await asyncio.to_thread(self.attestations.accept, att)
-        except DuplicateAttestation:
-            self.attestation_stats["duplicates"] += 1
-            return
-        except (AttestationRejected, InvalidAttestation) as e:
-            known = await asyncio.to_thread(self.attestations.chains, att.dataset_id)
-            if known is None and isinstance(e, AttestationRejected):
-                self._keep_early(att)
-                return
-            self.attestation_stats["rejected"] += 1
-            event(logging.INFO, "attestation rejected", error=str(e))
-            return
-        except (StorageError, OSError) as e:
-            self.attestation_stats["rejected"] += 1
-            event(logging.WARNING, "cannot store attestation", error=str(e))
-            return
-        self._count_accepted(result)
+    @property
+    def policy(self) -> DisputePolicy:
+        """What this node does about disputed publishers."""
+        return self.attest.policy
 
-    def _keep_early(self, att: Attestation) -> None:
-        items = self._early.setdefault(att.dataset_id, [])
-        self._early.move_to_end(att.dataset_id)
-        if att not in items:
-            items.append(att)
-            del items[:-MAX_EARLY_ATTESTATIONS]
-            self.attestation_stats["early"] += 1
-        while len(self._early) > MAX_EARLY_DATASETS:
-            self._early.popitem(last=False)
-
-    def _count_accepted(self, result: AcceptResult) -> None:
-        att = result.attestation
-        if result.status is AcceptStatus.QUEUED:
-            self.attestation_stats["queued"] += 1
-            return
-        self.attestation_stats["accepted"] += 1
-        if att.verdict is Verdict.DIVERGED:
-            self._disputes_dirty = True
-            event(
-                logging.WARNING,
-                "dataset disputed",
-                dataset=att.dataset_id.to_did_odf(),
-                block=str(att.block_hash),
-                seq=att.sequence_number,
-                field=att.detail,
-                validator=att.validator.to_did_key(),
-            )
-        if result.conflict:
-            event(
-                logging.WARNING,
-                "validator signed both verdicts",
-                validator=att.validator.to_did_key(),
-                block=str(att.block_hash),
-            )
-
-    async def _on_posted_attestation(self, result: AcceptResult) -> None:
-        # POST /{dataset}/attestations: stored already; pass it on to the network.
-        self._count_accepted(result)
-        await self._publish_attestation(result.attestation)
-
-    async def _publish_attestation(self, att: Attestation) -> None:
-        """Gossip ``att`` (errors are logged, never raised)."""
-        if self._stopping:
-            return
-        try:
-            await self.attestation_gossip.publish(att)
-        except (P2PError, OdfError) as e:
-            event(logging.WARNING, "attestation gossip failed", error=str(e))
-            return
-        self.attestation_stats["published"] += 1
-        if att.verdict is Verdict.DIVERGED:
-            self._disputes_dirty = True
-
-    def _own_attestations(self) -> list[Attestation]:
-        """This validator's attestations of the current chains, newest blocks first."""
-        if self.worker is None:
-            return []
-        me = self.worker.validator.validator_id
-        out: list[Attestation] = []
-        for did in self._replicas():
-            with contextlib.suppress(StorageError, FbsError, OSError):
-                out.extend(
-                    a for a in self.attestations.status(did).attestations if a.validator == me
-                )
-        out.sort(key=lambda a: (a.system_time.nanos, a.sequence_number), reverse=True)
-        return out[:MAX_REANNOUNCE_ATTESTATIONS]
-
-    async def _reannounce_attestations(self) -> None:
-        for att in await asyncio.to_thread(self._own_attestations):
-            await self._publish_attestation(att)
-
-    async def _attestation_round(self, full: bool) -> None:
-        """Watcher step: dispute summary, and own attestations for new topic peers."""
-        if self._disputes_dirty:
-            self._disputes_dirty = False
-            records = await asyncio.to_thread(
-                publisher_records, self.ws, store=self.attestations, head_store=self.head_store
-            )
-            self._disputes = [
-                {
-                    "dataset": r.dataset_id.to_did_odf(),
-                    "alias": r.alias,
-                    "disputed": r.disputed,
-                    "divergentBlocks": len(r.divergence),
-                    "equivocations": len(r.equivocation),
-                    "confirmed": r.confirmed_divergence(self.policy) is not None,
-                    "refused": refusal_reason(r, self.policy),
-                }
-                for r in records
-            ]
-        if self.worker is None:
-            return
-        peers = frozenset(await asyncio.to_thread(self.host.mesh_peers, ATTESTATIONS_TOPIC))
-        joined = peers - self._att_topic_peers
-        self._att_topic_peers = peers
-        busy = self._reannounce_task is not None and not self._reannounce_task.done()
-        if (joined or full) and peers and not busy:
-            self._reannounce_task = asyncio.create_task(
-                self._reannounce_attestations(), name="attestation-reannounce"
-            )
-
-    async def _refusal(self, did: DatasetId) -> str | None:
-        """Why policy refuses new heads of ``did`` (``None``: replicate)."""
-        if not self.policy.refuse_disputed:
-            return None
-        record = await asyncio.to_thread(
-            publisher_record, self.ws, did, store=self.attestations, head_store=self.head_store
-        )
-        reason = refusal_reason(record, self.policy)
-        if reason is not None and self._refused.get(did) != reason:
-            self._refused[did] = reason
-            event(logging.WARNING, "refusing new heads", dataset=did.to_did_odf(), reason=reason)
-        return reason
+    @property
+    def attestation_stats(self) -> dict[str, int]:
+        """Attestations received, accepted, queued, … (counters)."""
+        return self.attest.stats
 
     # -- status --------------------------------------------------------------------------
 
@@ -748,15 +530,10 @@ class NodeDaemon:
             },
             # Supervised restarts, last unexpected stop, hostile input contained.
             "libp2p": self.host.status(),
-            "attestations": {
-                **self.attestation_stats,
-                "gossipRejected": self.attestation_gossip.rejected,
-                "gossipDuplicates": self.attestation_gossip.duplicates,
-                "early": sum(len(v) for v in self._early.values()),
-            },
+            "attestations": self.attest.counters(),
             "validator": None if self.worker is None else self.worker.status(),
-            "disputes": list(self._disputes),
-            "refused": {d.to_did_odf(): why for d, why in self._refused.items()},
+            "disputes": self.attest.disputes,
+            "refused": self.attest.refused_json(),
             "policy": {
                 "refuseDisputed": self.policy.refuse_disputed,
                 "confirmations": self.policy.confirmations,
@@ -767,22 +544,14 @@ class NodeDaemon:
 
     def _add_routes(self, app: web.Application) -> None:
         """The daemon's endpoints (`node.http_api.create_app`'s ``extra_routes`` hook)."""
-        add_attestation_routes(
-            app, self.attestations, self.ws, on_accepted=self._on_posted_attestation
-        )
+        add_attestation_routes(app, self.attestations, self.ws, on_accepted=self.attest.on_posted)
         r = app.router
         r.add_route("*", "/api/follow", self._api_follow)
         r.add_route("*", "/api/network/{ref}", self._api_network_route)
-        r.add_get("/api/disputes", self._api_disputes)
+        r.add_get("/api/disputes", self.attest.api_disputes)
 
     async def _api_network_route(self, request: web.Request) -> web.StreamResponse:
         return await self._api_network(request, request.match_info["ref"])
-
-    async def _api_disputes(self, request: web.Request) -> web.StreamResponse:
-        records = await asyncio.to_thread(
-            publisher_records, self.ws, store=self.attestations, head_store=self.head_store
-        )
-        return web.json_response([r.to_dict(self.policy) for r in records])
 
     async def _api_follow(self, request: web.Request) -> web.StreamResponse:
         if request.method == "GET":
