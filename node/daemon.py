@@ -1,57 +1,35 @@
 """The node daemon (``odf node run``): one process serving a workspace to the network.
 
-Parts, all on one asyncio loop (py-libp2p runs in the host's own trio thread, see
-`p2p.host`):
+All on one asyncio loop (py-libp2p runs in the host's own trio thread, see `p2p.host`).
+`NodeDaemon` composes parts that own their state, each in a sibling module:
 
 * a `p2p.host.P2PHost` with a persistent identity (``.odf/p2p/identity.key``), the
   object exchange server (`p2p.exchange`) and signed-head gossip (`p2p.gossip`);
+* `node.daemon_heads.HeadWatcher`: signs new heads of owned datasets, announces held
+  heads, notices replicas that moved;
+* `node.daemon_pulls.PullScheduler`: heads heard of, pulls of followed datasets (one
+  task per dataset, retries, resume), peers probed for interrupted pulls;
+* `node.daemon_follow.FollowList`: what is replicated (``.odf/p2p/follow.json``);
+* `node.daemon_attest.AttestationService`: attestations received, stored, published
+  and re-announced; disputes and the ``refuse_disputed`` policy;
+* `node.daemon_validation.ValidationFeed` (``validator: true``): the validator worker
+  and what it checks after each pull;
+* `node.daemon_runfile`: ``.odf/run/`` (``node.lock``: one node per workspace;
+  ``node.json``: pid, peer id, addresses, HTTP URL; `read_run_info`);
+* `node.daemon_log`: logs, one JSON object per line on stderr (`setup_logging`);
 * the HTTP API (`node.http_api`) plus the daemon's own JSON endpoints
-  (``/api/follow``, ``/api/network/{did}``) and live ``/api/status`` / ``/api/peers``;
-  state-changing requests need the bearer token of ``.odf/p2p/http-token`` (created
-  on first start, mode 0600) and foreign ``Origin``/``Host`` are refused
-  (`node.http_auth`);
-* the **head watcher**: every ``head_poll_interval_s`` it reads ``refs/head`` of every
-  dataset (one small file each). A new head of a dataset this node *owns* (its key is
-  in the workspace key store) is signed (`p2p.head_record.sign_head`), stored as the
-  high-water mark (`p2p.head_store.HeadStore.accept`) and gossiped; a new head of a
-  replica is gossiped with the owner's record when the node holds it (a push or a pull
-  brought it). Held heads are announced again when new peers join the topic and every
-  ``reannounce_interval_s``, so late joiners learn them;
-* the **follower**: a received record (already signature-checked by the gossip
-  validator) is checked against the head store (stale, replayed and lower records cost
-  nothing), then, for followed datasets (or all with ``follow: [all]``), a pull is
-  queued. Pulls are serialized per dataset (one task each; a newer record received
-  meanwhile is pulled next), run from the announcing peer and every connected peer
-  that has the head, retry with exponential backoff, and resume: objects already
-  stored are not fetched again (`p2p.sync.pull_dataset`). On start and when peers join,
-  interrupted pulls (``.odf/staging/pull-*``, held records ahead of the local head) and
-  followed datasets are looked up on the peers.
+  (``/api/follow``, ``/api/network/{did}``, ``/api/disputes``) and live ``/api/status``
+  / ``/api/peers``; state-changing requests need the bearer token of
+  ``.odf/p2p/http-token`` (created on first start, mode 0600) and foreign
+  ``Origin``/``Host`` are refused (`node.http_auth`).
 
-Attestations (every node): the node subscribes to `p2p.attestation_gossip` and hands
-each signed attestation to its `p2p.attestation_store.AttestationStore` (in a worker
-thread): accepted, queued (block above the local head; re-examined by
-``retry_pending`` after each pull), or kept in memory when the dataset is not held yet
-(offered again after its first pull). An accepted ``diverged`` marks the dataset's head
-disputed (``/api/status`` → ``disputes``, `node.disputes`). With ``refuse_disputed``,
-new heads of a publisher with confirmed divergence or equivocation evidence are not
-replicated (`node.disputes.refusal_reason`). HTTP: ``GET/POST /{dataset}/attestations``
-(`node.attest_api`) and ``GET /api/disputes``.
-
-Validator (``validator: true``): every followed derivative is replicated together with
-its inputs, recursively (inputs join the follow list when the derivative arrives). A
-`node.validator.ValidatorWorker` checks each dataset whose chain grew (after a pull,
-or when the watcher sees a new head of a replica), and the derivatives of a dataset
-that grew: root blocks get the object checks, derivative blocks are replayed on the
-engine (``engine_address``, an injected client, or `node.engine_manager.get_engine`);
-a block whose input blocks are not replicated yet waits for them. Each verdict is
-signed with ``.odf/p2p/validator.key``, stored and gossiped; own attestations are
-gossiped again when peers join the topic. The backlog per dataset (blocks not yet
-checked, and why checking waits) is in ``/api/status`` → ``validator``.
-
-Run directory ``.odf/run/``: ``node.lock`` (flock held while the node runs: one node per
-workspace) and ``node.json`` (pid, peer id, addresses, HTTP URL), written atomically
-after start and removed on clean stop; `read_run_info` ignores a file whose process is
-gone. Follows added at run time persist in ``.odf/p2p/follow.json``.
+The daemon itself runs the watcher round (`NodeDaemon._watch_loop`): every
+``head_poll_interval_s``, or when woken (a new follow), it refreshes the peers, has the
+head watcher scan and announce (every held head when peers joined the topic and every
+``reannounce_interval_s``, so late joiners learn them), hands replicas that moved to the
+attestation service and the validator, runs the attestation round, and has the pull
+scheduler probe peers (all of them on start and when woken, new ones otherwise). After
+each pull the same hand-over happens and the new head is announced (one more provider).
 
 Shutdown (SIGTERM/SIGINT): gossip deliveries are ignored, the watcher stops, pulls are
 cancelled and awaited, the HTTP server and the libp2p host stop. Cancelling a pull is
@@ -61,8 +39,9 @@ renamed into ``datasets/`` whole; a head moves by one compare-and-swap of
 ``refs/head``. File work already handed to a worker thread finishes before the
 process exits (`run_daemon` drains the executor).
 
-Logs: one JSON object per line on stderr (``log_format: text`` gives ``key=value``);
-py-libp2p's chatty loggers are lowered to WARNING.
+Names of the parts that other modules import from here (`RunInfo`, `read_run_info`,
+`NodeNotRunning`, `setup_logging`, `resolve_remote` of `node.remote_resolve`, …) are
+re-exported.
 """
 
 from __future__ import annotations
@@ -104,10 +83,7 @@ from node.http_auth import load_or_create_token
 from node.remote_resolve import RemoteRef, ResolvedRemote, parse_remote_ref, resolve_remote
 from node.validator import ValidatorWorker
 from p2p.attestation_store import AttestationStore
-from p2p.errors import (
-    HostError,
-    P2PError,
-)
+from p2p.errors import HostError, P2PError
 from p2p.exchange import ExchangeClient, ExchangeServer
 from p2p.gossip import HEADS_TOPIC, HeadGossip
 from p2p.head_record import HeadRecord
