@@ -83,6 +83,25 @@ class Workspace:
         """Aliases of every dataset, sorted."""
         return [e.alias for e in self.storage.list()]
 
+    def sql(self, query: str, *, engine: str = "datafusion") -> pa.Table:
+        """Run ``query`` over the datasets as ``odf sql`` does; the result as a Table.
+
+        ``engine``: ``"datafusion"`` (embedded, the default) or ``"spark"`` (the
+        workspace's shared Spark engine). See `node.sql`.
+
+        Raises:
+            engine.errors.InvalidQuery: the engine refused the query.
+        """
+        import tempfile
+
+        from node.sql import SQL_ENGINES, run_sql
+
+        if engine not in SQL_ENGINES:
+            raise UsageError(f"unknown SQL engine {engine!r} (one of {', '.join(SQL_ENGINES)})")
+        with tempfile.TemporaryDirectory(prefix="odf-sql-") as tmp:
+            path = Path(tmp) / "result.parquet"
+            return run_sql(self.storage, query, path, sql_engine=engine).read()
+
     def close(self) -> None:
         """Stop the preprocess engine if one was started."""
         self.engine.close()
