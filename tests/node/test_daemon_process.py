@@ -204,10 +204,17 @@ def test_kill_9_during_pull_then_resume(
     b2 = start_follower(tmp_path, a)
     try:
         wait_until(lambda: head_of(b2.ws, did) == head, "the resumed pull")
-        pulls = b2.status()["recentPulls"]
+
+        def finished() -> list[dict[str, Any]]:
+            # The head moves before the daemon records the pull (after the install's
+            # fsyncs): wait for the record, not only for the head.
+            pulls = b2.status()["recentPulls"]
+            return [p for p in pulls if p["ok"] and p["dataset"] == did.to_did_odf()]
+
+        wait_until(lambda: bool(finished()), "the resumed pull's record")
+        done = finished()
     finally:
         assert b2.terminate() == 0
-    done = [p for p in pulls if p["ok"] and p["dataset"] == did.to_did_odf()]
     assert done and done[-1]["objectsPresent"] >= before  # not downloaded again
     assert done[-1]["objects"] + done[-1]["objectsPresent"] == SLICES
     assert_workspace_sound(b2.ws)
