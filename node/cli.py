@@ -16,15 +16,25 @@ from typing import Any
 from fbs.errors import MalformedBlock, ManifestError, OdfError
 from node.cli_util import (
     EXIT_INTERNAL,
+    EXIT_INVALID,
     EXIT_NOT_FOUND,
     EXIT_OK,
     EXIT_USAGE,
+    EXIT_VERIFY_FAILED,
     WORKSPACE_ENV,
     err,
     open_workspace,
     workspace_dir,
 )
-from node.errors import UsageError, VerificationFailed
+from node.errors import (
+    DependencyCycle,
+    IncompatibleSchema,
+    InputHistoryDiverged,
+    InputNotReady,
+    NotDerivative,
+    UsageError,
+    VerificationFailed,
+)
 from node.output import OUTPUT_FORMATS, render
 
 
@@ -34,7 +44,7 @@ def exit_code_for(error: BaseException) -> int:
     # p2p.errors pulls in fbs.did (hashing, multiformats) at every start otherwise.
     from engine.errors import EngineConfigError, EngineUnavailable, InvalidQuery
     from fbs.errors import FbsError, InvalidDid, InvalidMultiformat
-    from node.cli_util import EXIT_CONFLICT, EXIT_INVALID, EXIT_VERIFY_FAILED
+    from node.cli_util import EXIT_CONFLICT
     from node.ingest.errors import IngestError, SourceNotFound, SourceUnreachable
     from p2p.errors import (
         AttestationRejected,
@@ -56,11 +66,13 @@ def exit_code_for(error: BaseException) -> int:
         InvalidAlias,
         ObjectNotFound,
         RefCASFailed,
+        RefLockTimeout,
         RefNotFound,
+        StorageError,
         WorkspaceNotFound,
     )
 
-    if isinstance(error, VerificationFailed):
+    if isinstance(error, VerificationFailed) or is_stored_damage(error):
         return EXIT_VERIFY_FAILED
     if isinstance(error, UsageError | InvalidAlias):
         return EXIT_USAGE
@@ -86,9 +98,13 @@ def exit_code_for(error: BaseException) -> int:
         | NotDescendant
         | Equivocation
         | StaleHead
-        | DuplicateAttestation,
+        | DuplicateAttestation
+        | RefLockTimeout
+        | InputHistoryDiverged,
     ):
         return EXIT_CONFLICT
+    if isinstance(error, InputNotReady):
+        return EXIT_NOT_FOUND
     if isinstance(error, PeerUnavailable | TransferError):
         return EXIT_NOT_FOUND
     if isinstance(error, InvalidHeadRecord | InvalidAttestation | AttestationRejected | P2PError):
@@ -103,10 +119,84 @@ def exit_code_for(error: BaseException) -> int:
         | HashMismatch
         | FbsError
         | InvalidQuery
-        | IngestError,
+        | IngestError
+        | NotDerivative
+        | IncompatibleSchema
+        | DependencyCycle,
     ):
         return EXIT_INVALID
+    if isinstance(error, StorageError | OSError):
+        # Any other storage refusal (bad commit arguments, oversized object, unusable
+        # key or workspace) and environment failures (permission denied, disk full,
+        # I/O error): the command cannot act on what it was given. Not a bug.
+        return EXIT_INVALID
     return EXIT_INTERNAL
+
+
+def is_stored_damage(error: BaseException) -> bool:
+    """Whether ``error`` reports a damaged workspace (exit 5, with an ``odf verify`` hint).
+
+    A stored object whose bytes no longer match its name or its block, a data file that
+    is no longer Parquet, a chain that does not decode or link, a missing or garbled
+    ``refs/head``, a symlink planted in a store. Errors about files the user passes on
+    the command line (``odf hash``, ``odf block``) are the user's input instead (4):
+    `main` re-classifies those.
+    """
+    from storage.errors import CorruptChain, CorruptObject, InvalidDataFile, InvalidRef, UnsafePath
+
+    return isinstance(
+        error, CorruptObject | CorruptChain | InvalidRef | InvalidDataFile | UnsafePath
+    )
+
+
+#: Commands whose file arguments are user files, not workspace objects.
+_USER_FILE_COMMANDS = frozenset({"hash", "block"})
+
+#: Appended to a damage error that does not already point at ``odf verify``.
+VERIFY_HINT = "run `odf verify --integrity` to see what is damaged"
+
+
+def report_error(error: BaseException, command: str | None) -> int:
+    """Print the one ``odf: error: ...`` line for ``error`` and return its exit code.
+
+    The contract (README, `node.errors`): 1 only for bugs (an exception no command
+    should raise); every typed failure is one line on stderr and a documented code.
+    """
+    if isinstance(error, OSError) and not isinstance(error, BrokenPipeError):
+        return _report_os_error(error)
+    message = str(error) or type(error).__name__
+    if is_stored_damage(error):
+        if command in _USER_FILE_COMMANDS:
+            err(message)
+            return EXIT_INVALID
+        if "odf verify" not in message:
+            message = f"{message} ({VERIFY_HINT})"
+        err(message)
+        return EXIT_VERIFY_FAILED
+    err(message)
+    return exit_code_for(error)
+
+
+def _report_os_error(error: OSError) -> int:
+    """One line for an OS error that escaped a command (never a traceback)."""
+    import errno as errno_mod
+
+    what = f"{error.filename}: " if error.filename is not None else ""
+    reason = error.strerror or str(error) or type(error).__name__
+    if isinstance(error, FileNotFoundError):
+        err(f"{what}no such file")
+        return EXIT_NOT_FOUND
+    if isinstance(error, IsADirectoryError):
+        err(f"{what}is a directory")
+        return EXIT_USAGE
+    if isinstance(error, PermissionError):
+        err(f"{what}permission denied")
+        return EXIT_INVALID
+    if error.errno in (errno_mod.ENOSPC, errno_mod.EDQUOT):
+        err(f"{what}no space left on device")
+        return EXIT_INVALID
+    err(f"{what}{reason}")
+    return EXIT_INVALID
 
 
 # -- commands ---------------------------------------------------------------------------
@@ -245,7 +335,8 @@ def cmd_verify(args: argparse.Namespace) -> int:
     entries = [ws.resolve(r) for r in args.dataset] if args.dataset else ws.list()
     results: list[dict[str, Any]] = []
     for entry in entries:
-        report = verify_integrity(ws.get(entry.id))
+        # A registered dataset always has a head: a missing one is reported, not skipped.
+        report = verify_integrity(ws.get(entry.id, require_head=False), require_head=True)
         results.append(
             {
                 "dataset": entry.alias,
@@ -265,8 +356,22 @@ def cmd_verify(args: argparse.Namespace) -> int:
                     }
                     for p in report.problems
                 ],
+                "warnings": [
+                    {"kind": w.kind, "message": w.message, "path": w.path} for w in report.warnings
+                ],
             }
         )
+    from storage.verify import temp_file_warning
+
+    # Temp files are warnings (never referenced, invisible to readers): see storage.verify.
+    for r in results:
+        for w in r["warnings"]:
+            sys.stderr.write(f"odf: warning: {r['dataset']}: {w['message']}\n")
+    if not args.dataset:
+        for t in ws.temp_files():
+            sys.stderr.write(
+                f"odf: warning: {temp_file_warning(t.path, t.age_s, t.stale).message}\n"
+            )
     if args.output_format == "table":
         for r in results:
             status = "OK" if r["ok"] else "FAILED"
@@ -341,6 +446,13 @@ def cmd_gc(args: argparse.Namespace) -> int:
         len(r.deleted) for d in (report.blocks, report.data, report.checkpoints) for r in d.values()
     )
     print(f"{verb} {count} unreferenced object(s), {report.bytes_freed} bytes")
+    verb = "Would remove" if args.dry_run else "Removed"
+    print(f"{verb} {len(report.temp_removed)} stale temporary file(s)")
+    if report.temp_kept:
+        sys.stderr.write(
+            f"odf: note: kept {len(report.temp_kept)} temporary file(s) younger than an hour "
+            "(a writer may still own them; they are removed once stale)\n"
+        )
     for alias, reason in report.skipped.items():
         sys.stderr.write(f"odf: warning: skipped {alias}: {reason}\n")
     return EXIT_OK
@@ -545,22 +657,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         code: int = args.func(args)
         return code
-    except OdfError as e:
-        err(str(e))
-        return exit_code_for(e)
-    except FileNotFoundError as e:
-        err(f"{e.filename}: no such file")
-        return EXIT_NOT_FOUND
-    except IsADirectoryError as e:
-        err(f"{e.filename}: is a directory")
-        return EXIT_USAGE
-    except PermissionError as e:
-        err(f"{e.filename}: permission denied")
-        return EXIT_INTERNAL
     except BrokenPipeError:
         return EXIT_OK
+    except (OdfError, OSError) as e:
+        return report_error(e, getattr(args, "command", None))
     except KeyboardInterrupt:
-        err("interrupted")
+        # Quietly, like any Unix tool stopped with Ctrl-C (128 + SIGINT).
         return 130
 
 

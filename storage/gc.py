@@ -10,23 +10,82 @@ than the grace period (by mtime) are therefore kept. `ObjectStore.put` refreshes
 the mtime of an object it finds already present, so re-using an old unreferenced
 object also restarts its grace period. A writer must finish its commit within the
 grace period after its last put; the default is generous for that reason.
+
+Temporary files: writers create ``.pending-*`` files (`storage.fsutil.PendingFile`)
+next to their final name and rename them at commit; a writer killed before the
+rename (kill -9, power loss) leaves one behind. Writers hold no lock on these files,
+but every write refreshes the mtime, so a file untouched for longer than
+`DEFAULT_STALE_PENDING_AGE_S` (1 hour) cannot belong to a live writer (a write that
+stalls for an hour has failed anyway: its rename would land after the ref moved on,
+and a put is retried by the next ingest). `find_temp_files` lists them with their
+age (``odf verify`` reports them as warnings), `collect_garbage` and
+``Workspace.gc`` remove the stale ones.
 """
 
 from __future__ import annotations
 
+import os
+import stat
 import time
-from collections.abc import Collection
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
 from fbs.multiformats import Multihash
 from storage.errors import ObjectNotFound
-from storage.fsutil import DEFAULT_STALE_PENDING_AGE_S
+from storage.fsutil import DEFAULT_STALE_PENDING_AGE_S, is_pending_name
 from storage.object_store import DiskObjectStore, ObjectStore
 
 #: Unreferenced objects younger than this (seconds since mtime) are kept.
 DEFAULT_GC_GRACE_S: Final = 24 * 3600.0
+
+
+@dataclass(frozen=True, slots=True)
+class TempFile:
+    """A ``.pending-*`` file found by `find_temp_files`.
+
+    Attributes:
+        path: the file.
+        age_s: seconds since its last modification.
+        stale: older than the threshold given to `find_temp_files` (no live writer).
+    """
+
+    path: Path
+    age_s: float
+    stale: bool
+
+
+def find_temp_files(
+    directories: Iterable[Path],
+    *,
+    older_than_s: float = DEFAULT_STALE_PENDING_AGE_S,
+    now: float | None = None,
+) -> tuple[TempFile, ...]:
+    """Every ``.pending-*`` regular file directly inside ``directories`` (missing ones skipped).
+
+    Never raises for an unreadable directory or a file that vanished meanwhile (its
+    writer committed or aborted); such entries are simply not listed.
+    """
+    current = time.time() if now is None else now
+    found: list[TempFile] = []
+    for directory in directories:
+        try:
+            entries = list(os.scandir(directory))
+        except OSError:
+            continue
+        for entry in entries:
+            if not is_pending_name(entry.name):
+                continue
+            try:
+                st = entry.stat(follow_symlinks=False)
+            except OSError:
+                continue
+            if not stat.S_ISREG(st.st_mode):
+                continue
+            age = current - st.st_mtime
+            found.append(TempFile(Path(entry.path), age, age >= older_than_s))
+    return tuple(sorted(found, key=lambda t: t.path))
 
 
 @dataclass(frozen=True, slots=True)

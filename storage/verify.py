@@ -8,7 +8,20 @@
    as declared; for data slices the logical hash is recomputed from the Parquet file.
 
 It never raises for a damaged dataset: every defect becomes a `VerifyProblem` in the
-returned `VerifyReport`, which names the first (oldest) bad block.
+returned `VerifyReport`, which names the first (oldest) bad block. Unreadable files
+(permission denied, I/O errors) are problems too (``unreadable``), not exceptions.
+
+A missing ``refs/head`` is a problem (``head-missing``) when blocks are stored (the
+chain exists but its head is lost, so every reader would see an empty dataset) or when
+the caller says the dataset must have one (``require_head``: every dataset registered
+in a workspace has a Seed; see `storage.workspace.Workspace._open`).
+
+Temporary ``.pending-*`` files left by a writer that died before its rename are not
+problems (they are invisible to readers and never referenced, so the dataset is sound)
+but are listed in ``report.warnings``: ``stale temporary file`` when older than the
+stale age (no live writer; ``odf gc`` removes them), ``temporary file`` when younger
+(a running writer's, or a crash less than an hour ago; ``odf gc`` leaves them until
+they are stale). See `storage.gc` for why age, not a lock, decides.
 """
 
 from __future__ import annotations
@@ -30,6 +43,8 @@ from storage.errors import (
     ObjectNotFound,
     StorageError,
 )
+from storage.fsutil import DEFAULT_STALE_PENDING_AGE_S
+from storage.gc import find_temp_files
 from storage.hashing import logical_hash_parquet
 from storage.object_store import DiskObjectStore
 
@@ -38,6 +53,7 @@ __all__ = [
     "ProblemKind",
     "VerifyProblem",
     "VerifyReport",
+    "VerifyWarning",
     "verify_integrity",
 ]
 
@@ -49,6 +65,8 @@ class ProblemKind(enum.StrEnum):
     """What is wrong."""
 
     HEAD_INVALID = "head-invalid"
+    HEAD_MISSING = "head-missing"
+    UNREADABLE = "unreadable"
     BLOCK_MISSING = "block-missing"
     BLOCK_CORRUPT = "block-corrupt"
     BLOCK_MALFORMED = "block-malformed"
@@ -86,6 +104,21 @@ class VerifyProblem:
 
 
 @dataclass(frozen=True, slots=True)
+class VerifyWarning:
+    """Something worth cleaning up that does not make the dataset unsound.
+
+    Attributes:
+        kind: ``stale-temp-file`` or ``temp-file``.
+        message: human-readable detail (names the path and ``odf gc``).
+        path: the file concerned.
+    """
+
+    kind: str
+    message: str
+    path: str
+
+
+@dataclass(frozen=True, slots=True)
 class VerifyReport:
     """Result of `verify_integrity`.
 
@@ -95,6 +128,7 @@ class VerifyReport:
         objects_checked: data/checkpoint objects checked.
         problems: every defect found, in discovery order.
         state: chain state at the head if the whole chain replayed cleanly.
+        warnings: leftovers that do not affect ``ok`` (temporary files).
     """
 
     head: Multihash | None
@@ -102,6 +136,7 @@ class VerifyReport:
     objects_checked: int
     problems: tuple[VerifyProblem, ...]
     state: ChainState | None = None
+    warnings: tuple[VerifyWarning, ...] = ()
 
     @property
     def ok(self) -> bool:
@@ -142,6 +177,11 @@ def _walk(
             return blocks, False
         except StorageError as e:  # CorruptObject, UnsafePath
             out.add(VerifyProblem(ProblemKind.BLOCK_CORRUPT, f"block {h}: {e}", h, expected))
+            return blocks, False
+        except OSError as e:
+            out.add(
+                VerifyProblem(ProblemKind.UNREADABLE, f"block {h}: {_os_error(e)}", h, expected)
+            )
             return blocks, False
         try:
             block = decode_block(raw, ds.limits)
@@ -197,7 +237,48 @@ def _check_object(
     except StorageError as e:
         out.add(VerifyProblem(corrupt, f"object {h}: {e}", block_h, seq, h))
         return False
+    except OSError as e:
+        out.add(VerifyProblem(ProblemKind.UNREADABLE, f"object {h}: {_os_error(e)}", *where, h))
+        return False
     return True
+
+
+def _os_error(e: OSError) -> str:
+    return f"cannot read {e.filename or 'file'}: {e.strerror or e}"
+
+
+def _temp_warnings(
+    dataset: Dataset, pending_age_s: float, now: float | None
+) -> tuple[VerifyWarning, ...]:
+    layout = dataset.layout
+    dirs = (
+        layout.refs_dir,
+        layout.blocks_dir,
+        layout.data_dir,
+        layout.checkpoints_dir,
+        layout.info_dir,
+    )
+    return tuple(
+        temp_file_warning(t.path, t.age_s, t.stale)
+        for t in find_temp_files(dirs, older_than_s=pending_age_s, now=now)
+    )
+
+
+def temp_file_warning(path: object, age_s: float, stale: bool) -> VerifyWarning:
+    """The warning for one ``.pending-*`` file (shared with the workspace-level check)."""
+    if stale:
+        return VerifyWarning(
+            "stale-temp-file",
+            f"stale temporary file {path} ({age_s / 3600:.1f} h old, left by a writer that "
+            "died before committing); `odf gc` removes it",
+            str(path),
+        )
+    return VerifyWarning(
+        "temp-file",
+        f"temporary file {path} ({age_s:.0f} s old: a running writer's, or left by a crash); "
+        "`odf gc` removes it once it is an hour old",
+        str(path),
+    )
 
 
 def _logical_hash_of(store: DiskObjectStore, h: Multihash) -> Multihash:
@@ -248,6 +329,9 @@ def verify_integrity(
     check_objects: bool = True,
     check_logical_hashes: bool = True,
     max_problems: int = DEFAULT_MAX_PROBLEMS,
+    require_head: bool = False,
+    pending_age_s: float = DEFAULT_STALE_PENDING_AGE_S,
+    now: float | None = None,
 ) -> VerifyReport:
     """Verify blocks, chain rules and objects of ``dataset`` (see the module docstring).
 
@@ -256,18 +340,41 @@ def verify_integrity(
         check_objects: also check data and checkpoint objects.
         check_logical_hashes: also recompute logical hashes of data files (Parquet).
         max_problems: stop recording after this many problems.
+        require_head: a missing ``refs/head`` is a problem even with no block stored
+            (a dataset registered in a workspace always has one).
+        pending_age_s: temporary files older than this are reported as stale.
+        now: the current time for temp file ages (tests pass a fixed value).
 
     Returns:
         A `VerifyReport`; ``report.ok`` is True for a sound dataset.
     """
     out = _Collector(max_problems)
+    warnings = _temp_warnings(dataset, pending_age_s, now)
     try:
         head = dataset.head()
     except StorageError as e:
         out.add(VerifyProblem(ProblemKind.HEAD_INVALID, f"refs/head: {e}"))
-        return VerifyReport(None, 0, 0, tuple(out.problems))
+        return VerifyReport(None, 0, 0, tuple(out.problems), warnings=warnings)
+    except OSError as e:
+        out.add(VerifyProblem(ProblemKind.UNREADABLE, f"refs/head: {_os_error(e)}"))
+        return VerifyReport(None, 0, 0, tuple(out.problems), warnings=warnings)
     if head is None:
-        return VerifyReport(None, 0, 0, ())
+        try:
+            stored = sum(1 for _ in dataset.layout.blocks.iter_hashes())
+        except OSError as e:
+            out.add(VerifyProblem(ProblemKind.UNREADABLE, f"blocks/: {_os_error(e)}"))
+            stored = 0
+        if stored or require_head:
+            out.add(
+                VerifyProblem(
+                    ProblemKind.HEAD_MISSING,
+                    f"refs/head is missing but {stored} block(s) are stored: the chain's head "
+                    "is lost and readers see an empty dataset"
+                    if stored
+                    else "refs/head is missing (a registered dataset always has a Seed block)",
+                )
+            )
+        return VerifyReport(None, 0, 0, tuple(out.problems), warnings=warnings)
     newest_first, complete = _walk(dataset, head, out)
     state: ChainState | None = None
     if complete:
@@ -359,4 +466,6 @@ def verify_integrity(
                 _check_object(
                     dataset.layout.checkpoints, c.physical_hash, c.size, kinds, where, out
                 )
-    return VerifyReport(head, len(newest_first), objects, tuple(out.problems), state)
+    return VerifyReport(
+        head, len(newest_first), objects, tuple(out.problems), state, warnings=warnings
+    )

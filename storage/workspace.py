@@ -55,6 +55,7 @@ from fbs.rules import normalize_transform, referenced_objects
 from fbs.timestamp import Timestamp
 from storage.dataset import Dataset
 from storage.errors import (
+    CorruptChain,
     DatasetExists,
     DatasetNotFound,
     InvalidAlias,
@@ -64,13 +65,21 @@ from storage.errors import (
 )
 from storage.faults import DEFAULT_OPS, FsOps
 from storage.fsutil import (
+    DEFAULT_STALE_PENDING_AGE_S,
     FILE_MODE,
     atomic_write_bytes,
+    cleanup_pending,
     ensure_dir,
     pending_name,
     read_bytes_limited,
 )
-from storage.gc import DEFAULT_GC_GRACE_S, GcReport, collect_garbage
+from storage.gc import (
+    DEFAULT_GC_GRACE_S,
+    GcReport,
+    TempFile,
+    collect_garbage,
+    find_temp_files,
+)
 from storage.keystore import KeyStore
 from storage.layout import DatasetLayout
 
@@ -119,6 +128,10 @@ class WorkspaceGcReport:
         skipped: aliases whose chain could not be read completely (nothing was
             deleted there) with the reason.
         staging_removed: stale staging/trash directories removed.
+        temp_removed: stale ``.pending-*`` files removed (would be, in a dry run) from
+            every dataset directory and the workspace's own directories (keys, cache,
+            index), including those of skipped datasets (a temp file is never referenced).
+        temp_kept: younger ``.pending-*`` files left alone (a writer may still own them).
     """
 
     blocks: dict[str, GcReport] = field(default_factory=dict)
@@ -126,6 +139,8 @@ class WorkspaceGcReport:
     checkpoints: dict[str, GcReport] = field(default_factory=dict)
     skipped: dict[str, str] = field(default_factory=dict)
     staging_removed: tuple[Path, ...] = ()
+    temp_removed: tuple[Path, ...] = ()
+    temp_kept: tuple[Path, ...] = ()
 
     @property
     def bytes_freed(self) -> int:
@@ -237,8 +252,52 @@ class Workspace:
     def _dataset_dir(self, did: DatasetId) -> Path:
         return self.datasets_dir / did.as_multibase()
 
-    def _open(self, entry: DatasetEntry) -> Dataset:
-        return Dataset.open(self._layout(entry.path), state_cache=self._state_cache(entry.id))
+    def _open(self, entry: DatasetEntry, *, require_head: bool = True) -> Dataset:
+        """Open a dataset of the workspace.
+
+        Every dataset here has a head: `add_snapshot` and pulls assemble a dataset in
+        ``staging/`` and rename it in only after its Seed is committed. A missing
+        ``refs/head`` is therefore damage, never an empty dataset, and is refused
+        unless ``require_head`` is False (``verify`` reports it instead).
+
+        Raises:
+            CorruptChain: ``refs/head`` is missing (with ``require_head``).
+        """
+        ds = Dataset.open(self._layout(entry.path), state_cache=self._state_cache(entry.id))
+        if require_head:
+            try:
+                os.lstat(ds.layout.head_path)
+            except FileNotFoundError:
+                raise CorruptChain(
+                    f"dataset {entry.alias}: refs/head is missing (the workspace is damaged); "
+                    f"run `odf verify --integrity {entry.alias}`"
+                ) from None
+        return ds
+
+    def temp_dirs(self, entry: DatasetEntry | None = None) -> tuple[Path, ...]:
+        """Directories where writers create ``.pending-*`` files: a dataset's own
+        (``refs``, ``blocks``, ``data``, ``checkpoints``, ``info``), or with no
+        ``entry`` the workspace's (root, keys, chain-state cache)."""
+        if entry is None:
+            return (self.root, self.root / KEYS_DIR, self.root / CACHE_DIR / STATE_CACHE_DIR)
+        layout = self._layout(entry.path)
+        return (
+            layout.refs_dir,
+            layout.blocks_dir,
+            layout.data_dir,
+            layout.checkpoints_dir,
+            layout.info_dir,
+        )
+
+    def temp_files(
+        self,
+        entry: DatasetEntry | None = None,
+        *,
+        older_than_s: float = DEFAULT_STALE_PENDING_AGE_S,
+        now: float | None = None,
+    ) -> tuple[TempFile, ...]:
+        """The ``.pending-*`` files in `temp_dirs` (see `storage.gc.find_temp_files`)."""
+        return find_temp_files(self.temp_dirs(entry), older_than_s=older_than_s, now=now)
 
     @contextlib.contextmanager
     def _locked(self) -> Iterator[None]:
@@ -350,9 +409,14 @@ class Workspace:
                     return DatasetEntry(text, did, path)
         raise DatasetNotFound(f"no dataset {alias}")
 
-    def get(self, ref: str | DatasetId) -> Dataset:
-        """Open the dataset ``ref`` names (see `resolve`)."""
-        return self._open(self.resolve(ref))
+    def get(self, ref: str | DatasetId, *, require_head: bool = True) -> Dataset:
+        """Open the dataset ``ref`` names (see `resolve`).
+
+        Raises:
+            CorruptChain: its ``refs/head`` is missing (unless ``require_head`` is False;
+                see `_open`).
+        """
+        return self._open(self.resolve(ref), require_head=require_head)
 
     def list(self) -> list[DatasetEntry]:
         """All datasets, sorted by alias (case-insensitive)."""
@@ -623,31 +687,36 @@ class Workspace:
         *,
         dry_run: bool = False,
         grace_period_s: float = DEFAULT_GC_GRACE_S,
+        pending_age_s: float = DEFAULT_STALE_PENDING_AGE_S,
         now: float | None = None,
     ) -> WorkspaceGcReport:
         """Remove objects no chain references (blocks, data, checkpoints) in every dataset.
 
         Referenced = every block reachable from the head and every data/checkpoint file
-        those blocks name. A dataset whose chain cannot be read completely is skipped
-        (never delete what we cannot prove unreferenced).
+        those blocks name. A dataset whose chain cannot be read completely (or whose
+        ``refs/head`` is missing) is skipped (never delete what we cannot prove
+        unreferenced). Stale ``.pending-*`` files (older than ``pending_age_s``) are
+        removed everywhere, skipped datasets included (see `storage.gc`).
         """
         report = WorkspaceGcReport()
         current = time.time() if now is None else now
+        temp: list[Path] = []
         for entry in self.list():
-            ds = self._open(entry)
             blocks: set[Multihash] = set()
             data: set[Multihash] = set()
             checkpoints: set[Multihash] = set()
             try:
+                ds = self._open(entry)
                 for h, _raw, block in ds.iter_blocks():
                     blocks.add(h)
                     for obj in referenced_objects(block.event):
                         (data if obj.kind == "data" else checkpoints).add(obj.physical_hash)
-            except (StorageError, FbsError) as e:
+            except (StorageError, FbsError, OSError) as e:
                 report.skipped[entry.alias] = str(e)
                 continue
             args: dict[str, Any] = {
                 "grace_period_s": grace_period_s,
+                "pending_age_s": pending_age_s,
                 "dry_run": dry_run,
                 "now": current,
             }
@@ -656,6 +725,25 @@ class Workspace:
             report.checkpoints[entry.alias] = collect_garbage(
                 ds.layout.checkpoints, checkpoints, **args
             )
+        for entry_or_ws in [*self.list(), None]:
+            for directory in self.temp_dirs(entry_or_ws):
+                with contextlib.suppress(OSError):
+                    temp += cleanup_pending(
+                        directory,
+                        older_than_s=pending_age_s,
+                        now=current,
+                        dry_run=dry_run,
+                        ops=self.ops,
+                    )
+        for reports in (report.blocks, report.data, report.checkpoints):
+            for r in reports.values():
+                temp += r.pending_removed
+        kept = [
+            t.path
+            for e in [*self.list(), None]
+            for t in self.temp_files(e, older_than_s=pending_age_s, now=current)
+            if not t.stale
+        ]
         removed: list[Path] = []
         for sub in (STAGING_DIR, TRASH_DIR):
             with contextlib.suppress(FileNotFoundError):
@@ -665,4 +753,9 @@ class Workspace:
                         removed.append(Path(leftover.path))
                         if not dry_run:
                             shutil.rmtree(leftover.path, ignore_errors=True)
-        return replace(report, staging_removed=tuple(sorted(removed)))
+        return replace(
+            report,
+            staging_removed=tuple(sorted(removed)),
+            temp_removed=tuple(sorted(set(temp))),
+            temp_kept=tuple(sorted(kept)),
+        )
