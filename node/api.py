@@ -182,8 +182,12 @@ class DatasetView:
     def to_arrow(self, columns: Sequence[str] | None = None) -> pa.Table:
         """Every record up to the pinned head, in offset order.
 
+        Every slice is checked against its block (size, physical hash) before it is
+        used (`storage.verified`; remembered, so a second read costs a stat per slice).
+
         Raises:
-            storage.errors.InvalidDataFile / ObjectNotFound: a damaged or missing slice.
+            storage.errors.DamagedObject: a slice whose bytes differ from the metadata.
+            storage.errors.InvalidDataFile / ObjectNotFound: an unreadable or missing slice.
         """
         schema = self.schema()
         head = self._state_head()

@@ -94,6 +94,7 @@ from storage.errors import (
 )
 from storage.fsutil import OBJECT_MODE, ensure_dir, pending_name
 from storage.object_store import DEFAULT_MAX_OBJECT_SIZE, DiskObjectStore
+from storage.verified import verified_object_path
 from storage.workspace import Workspace
 
 __all__ = [
@@ -367,7 +368,12 @@ async def get_object(request: web.Request) -> web.StreamResponse:
     store = _object_store(ds, kind)
     if not store.has(h):  # lstat: regular files only, never a symlink
         return _error(404, f"no such {kind} object")
-    return web.FileResponse(store.path_of(h), headers={"Content-Type": "application/octet-stream"})
+    try:  # never serve bytes that differ from the object's name (hashed once, remembered)
+        path = await asyncio.to_thread(verified_object_path, store.root, kind, h, None)
+    except StorageError as e:
+        log.error("serving %s object %s: %s", kind, h, e)
+        return _error(500, f"stored {kind} object is damaged")
+    return web.FileResponse(path, headers={"Content-Type": "application/octet-stream"})
 
 
 def _collect_blocks(

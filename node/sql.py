@@ -40,6 +40,7 @@ import pyarrow.parquet as pq
 from fbs.rules import new_data
 from node.errors import UsageError
 from node.sql_embedded import StagedTable
+from storage.verified import verified_slice_paths
 
 if TYPE_CHECKING:
     from engine.client import EngineClient
@@ -119,6 +120,7 @@ def _stage_dataset(ws: Workspace, entry: DatasetEntry, target: Path) -> StagedTa
     if state is None or state.data_schema is None:
         return None
     target.mkdir(parents=True)
+    verified_slice_paths(ds)  # every slice checked against its block before it is staged
     count = 0
     for _h, _raw, block in ds.iter_blocks():
         d = new_data(block.event)

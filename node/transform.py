@@ -87,6 +87,7 @@ from storage.chain import ChainState
 from storage.dataset import CommitResult, Dataset, PendingEvent
 from storage.errors import DatasetNotFound, InvalidAlias, RefCASFailed
 from storage.hashing import arrow_rs_schema, logical_hash_parquet, physical_hash_file
+from storage.verified import verified_checkpoint_path, verified_object_path
 
 if TYPE_CHECKING:
     from engine.client import EngineClient
@@ -384,7 +385,8 @@ def input_plan_from_blocks(
         if not isinstance(event, AddData | ExecuteTransform):
             continue
         if event.new_data is not None:
-            files.append(data_dir / event.new_data.physical_hash.to_multibase())
+            d = event.new_data  # checked against the block before the engine may read it
+            files.append(verified_object_path(data_dir, "data", d.physical_hash, d.size))
             new_offset = event.new_data.offset_interval.end
         if event.new_watermark is not None:
             watermarks.append(
@@ -500,7 +502,9 @@ def plan_transform(
         prev_offset=state.last_offset,
         prev_checkpoint=checkpoint,
         prev_checkpoint_file=(
-            ds.layout.checkpoints.path_of(checkpoint) if checkpoint is not None else None
+            verified_checkpoint_path(ds.layout.checkpoints.root, checkpoint)
+            if checkpoint is not None
+            else None
         ),
         data_schema=state.data_schema,
     )

@@ -83,6 +83,7 @@ from p2p.peers import Offence, PeerScores
 from storage.errors import DatasetNotFound, ObjectNotFound, StorageError
 from storage.fsutil import OBJECT_MODE, PendingFile, ensure_dir
 from storage.object_store import DEFAULT_MAX_OBJECT_SIZE, MAX_BLOCK_SIZE
+from storage.verified import verified_object_path
 from storage.workspace import Workspace
 
 __all__ = [
@@ -509,6 +510,7 @@ class ExchangeServer:
         def open_object() -> tuple[Any, int]:
             layout = self.workspace.get(did).layout
             store = layout.data if kind == "data" else layout.checkpoints
+            verified_object_path(store.root, kind, h, None)  # never serve damaged bytes
             f = store.open(h)
             return f, os.fstat(f.fileno()).st_size
 

@@ -54,6 +54,7 @@ from p2p.head_record import MAX_HEAD_RECORD_BYTES, HeadRecord, sign_head
 from p2p.sync import ObjectKind, _new_objects, first_error
 from storage.dataset import Dataset
 from storage.object_store import MAX_BLOCK_SIZE
+from storage.verified import verified_object_path
 from storage.workspace import Workspace
 
 __all__ = [
@@ -506,7 +507,7 @@ async def push_dataset(
                 if r.status == 200 and r.content_length == size:
                     result.objects_skipped += 1
                     return
-            with open(store.path_of(h), "rb") as f:
+            with open(verified_object_path(store.root, kind, h, size), "rb") as f:
                 async with (
                     _transfer_errors(f"PUT {base}{rel}"),
                     session.put(

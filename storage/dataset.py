@@ -59,6 +59,7 @@ from storage.fsutil import FILE_MODE, ensure_dir, pending_name, read_bytes_limit
 from storage.layout import DatasetLayout
 from storage.object_store import MAX_BLOCK_SIZE, DiskObjectStore, require_object_hash
 from storage.refs import HEAD
+from storage.verified import VerifiedObjects, record_path_for
 
 __all__ = [
     "DEFAULT_MAX_COMMIT_ATTEMPTS",
@@ -168,6 +169,7 @@ class Dataset:
         self.limits = limits
         self._state: ChainState | None = None
         self._persisted_seq: int | None = None  # sequence number of the cached state
+        self._verified: VerifiedObjects | None = None
 
     def __repr__(self) -> str:
         return f"Dataset({str(self.layout.root)!r})"
@@ -194,6 +196,14 @@ class Dataset:
         return cls(layout, state_cache=state_cache)
 
     # -- reads ------------------------------------------------------------------------------
+
+    @property
+    def verified_objects(self) -> VerifiedObjects:
+        """Checks slices/checkpoints before they are read (`storage.verified`); its
+        persistent record lives next to the chain-state cache."""
+        if self._verified is None:
+            self._verified = VerifiedObjects(record_path_for(self.state_cache))
+        return self._verified
 
     def head(self) -> Multihash | None:
         """The current head, or ``None`` before the Seed is committed.

@@ -7,6 +7,7 @@ Tree::
         ├── ObjectNotFound          no object under that hash
         ├── HashMismatch            bytes do not hash to the expected multihash
         │   └── CorruptObject       a stored object whose bytes no longer match its name
+        │       └── DamagedObject   a slice/checkpoint that differs from its metadata, found on read
         ├── InvalidDataFile         a data file that is not readable Parquet
         ├── ObjectTooLarge          an object exceeds a named size limit
         ├── UnsafePath              a store entry that is a symlink / not a regular file
@@ -152,3 +153,25 @@ class ChainRuleViolation(InvalidAppend):
 
 class InvalidCommit(DatasetError, ValueError):
     """Commit arguments that do not match the event (stray data file, wrong size ...)."""
+
+
+class DamagedObject(CorruptObject):
+    """A data slice or checkpoint whose bytes differ from what the metadata declares
+    (size or physical hash), found while reading it (`storage.verified`).
+
+    The message names the object and ``odf verify`` as the next step.
+
+    Attributes:
+        kind: ``"data"`` or ``"checkpoint"``.
+        hash: the physical hash the metadata declares.
+        path: the file that was read.
+    """
+
+    def __init__(self, kind: str, h: object, path: object, detail: str) -> None:
+        super().__init__(
+            f"{kind} object {h} is damaged ({detail}; file {path}); nothing was read from it. "
+            "Run `odf verify --integrity` to check the dataset"
+        )
+        self.kind = kind
+        self.hash = h
+        self.path = path

@@ -98,6 +98,7 @@ from storage.errors import RefCASFailed
 if TYPE_CHECKING:
     from engine.client import EngineClient
     from engine.process import EngineProcess
+    from storage.verified import SliceSource
 
 __all__ = [
     "INPUT_FORMATS",
@@ -277,27 +278,21 @@ def vocab_of(state: ChainState | None) -> DatasetVocabulary:
 
 
 def slice_paths(dataset: Dataset, head: Multihash | None = None) -> list[Path]:
-    """Data files of every ``new_data`` up to ``head`` (default: the current head), oldest first.
+    """Data files of every ``new_data`` up to ``head`` (default: the current head), oldest first,
+    each checked against its block's size and physical hash (`storage.verified`).
 
     Raises:
         CorruptChain / ObjectNotFound: an unreadable chain or a missing data file.
+        DamagedObject: a data file that differs from its metadata.
     """
-    from fbs.rules import new_data
+    from storage.verified import verified_slice_paths
 
-    hashes: list[Multihash] = []
-    start = dataset.head() if head is None else head
-    if start is None:
-        return []
-    for _h, _raw, block in dataset.iter_blocks(start):
-        d = new_data(block.event)
-        if d is not None:
-            hashes.append(d.physical_hash)
-    hashes.reverse()
-    out = []
-    for h in hashes:
-        dataset.layout.data.size(h)  # raises ObjectNotFound for a missing file
-        out.append(dataset.layout.data.path_of(h))
-    return out
+    return verified_slice_paths(dataset, head)
+
+
+def _open_slice(src: SliceSource) -> pq.ParquetFile:
+    """The verified slice as Parquet: from the bytes just hashed, else from its file."""
+    return pq.ParquetFile(src.path if src.data is None else pa.BufferReader(src.data))
 
 
 def read_changelog(
@@ -313,17 +308,19 @@ def read_changelog(
 
     Raises:
         storage.errors.InvalidDataFile: a data file that is not readable Parquet.
+        storage.errors.DamagedObject / ObjectNotFound: a damaged or missing data file.
     """
     from storage.errors import InvalidDataFile
+    from storage.verified import iter_slice_sources
 
     tables = []
-    for p in slice_paths(dataset, head):
+    for src in iter_slice_sources(dataset, head):
         try:
-            pf = pq.ParquetFile(p)
+            pf = _open_slice(src)
             cols = None if columns is None else [c for c in columns if c in pf.schema_arrow.names]
             tables.append(pf.read(columns=cols, use_threads=True))
         except (pa.ArrowException, OSError) as e:
-            raise InvalidDataFile(f"data file {p.name}: {e}") from None
+            raise InvalidDataFile(f"data file {src.path.name}: {e}") from None
     if not tables:
         return None
     table = pa.concat_tables(tables, promote_options="permissive")
@@ -357,13 +354,14 @@ def read_live_state(
         MergeError: a slice without the key, ``offset`` or ``op`` columns.
     """
     from storage.errors import InvalidDataFile
+    from storage.verified import iter_slice_sources
 
     state: pa.Table | None = None
-    for p in slice_paths(dataset, head):
+    for src in iter_slice_sources(dataset, head):
         try:
-            table = pq.read_table(p, use_threads=True)
+            table = _open_slice(src).read(use_threads=True)
         except (pa.ArrowException, OSError) as e:
-            raise InvalidDataFile(f"data file {p.name}: {e}") from None
+            raise InvalidDataFile(f"data file {src.path.name}: {e}") from None
         if state is not None:
             table = pa.concat_tables([state, table], promote_options="permissive")
         state = current_state(table, primary_key, vocab=vocab)
