@@ -1,7 +1,7 @@
 """Cost of verified reads (issue 13.2): a full read / ``odf export`` with every slice
 checked against its block, vs the same read unverified, in the same run.
 
-Usage: .venv/bin/python scripts/bench/verified_reads.py [--mb 200] [--slices 20] [--repeat 5]
+Usage: .venv/bin/python scripts/bench/verified_reads.py [--mb 200] [--slices 20] [--repeat 9]
 
 Builds a workspace with one root dataset of about ``--mb`` MB of Parquet in ``--slices``
 AddData slices (random int64/float64 payload, so it does not compress away), then times:
@@ -38,7 +38,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 ALIAS = "bench.verified"
-ROW_BYTES = 40  # about what a row costs in the Parquet file below
+ROW_BYTES = 28  # about what a row costs in the Parquet file below
 
 EXPORT = """
 import sys
@@ -158,7 +158,7 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--mb", type=int, default=200)
     p.add_argument("--slices", type=int, default=20)
-    p.add_argument("--repeat", type=int, default=5)
+    p.add_argument("--repeat", type=int, default=9)
     args = p.parse_args()
     with tempfile.TemporaryDirectory(prefix="odf-bench-vr-") as tmp:
         project = Path(tmp) / "project"
@@ -172,18 +172,21 @@ def main() -> None:
         unv: list[float] = []
         cold: list[float] = []
         warm: list[float] = []
-        for _ in range(args.repeat):
-            unv.append(timed(read_unverified, project))
+        for i in range(args.repeat):
             forget(project)
             cold.append(timed(read_verified, project))
-            warm.append(timed(read_verified, project))
+            # unverified and warm alternate, the order flipping every round (ABBA)
+            pair = [(read_unverified, unv), (read_verified, warm)]
+            for fn, acc in pair if i % 2 == 0 else pair[::-1]:
+                acc.append(timed(fn, project))
         out = Path(tmp) / "out.parquet"
         exe = [sys.executable, "-c", EXPORT]
         exp_on: list[float] = []
         exp_off: list[float] = []
         read_verified(project)  # the persistent record holds every slice
-        for _ in range(args.repeat):
-            for mode, acc in (("off", exp_off), ("on", exp_on)):
+        for i in range(args.repeat):
+            modes = [("off", exp_off), ("on", exp_on)]
+            for mode, acc in modes if i % 2 == 0 else modes[::-1]:
                 t = time.perf_counter()
                 subprocess.run(
                     [*exe, mode, str(project), ALIAS, str(out)],
