@@ -196,3 +196,32 @@ def test_object_and_checkpoint_paths(tmp_path: Path) -> None:
     other = Multihash(h.code, bytes(32))
     with pytest.raises(ObjectNotFound):
         verified_checkpoint_path(store, other)
+
+
+def test_http_api_never_serves_a_damaged_object(tmp_path: Path) -> None:
+    import asyncio
+
+    import aiohttp
+
+    from tests.p2p.sync_helpers import make_dataset, new_workspace, serve_workspace
+
+    ws = new_workspace(tmp_path / "node")
+    make_dataset(ws, "prices", tmp_path / "files", 2, checkpoints=True)
+    ds = ws.get("prices")
+    data_h = next(iter(ds.layout.data.iter_hashes()))
+    cp_h = next(iter(ds.layout.checkpoints.iter_hashes()))
+    for store, h in ((ds.layout.data, data_h), (ds.layout.checkpoints, cp_h)):
+        path = store.path_of(h)
+        raw = bytearray(path.read_bytes())
+        raw[-1] ^= 0x80
+        path.write_bytes(bytes(raw))
+
+    async def main() -> list[int]:
+        async with serve_workspace(ws) as url, aiohttp.ClientSession() as s:
+            codes = []
+            for rel in (f"data/{data_h}", f"checkpoints/{cp_h}"):
+                async with s.get(f"{url}/prices/{rel}") as r:
+                    codes.append(r.status)
+            return codes
+
+    assert asyncio.run(asyncio.wait_for(main(), 60)) == [500, 500]
