@@ -269,17 +269,30 @@ def iter_slice_sources(dataset: Dataset, head: Multihash | None = None) -> Itera
 
     A slice not verified before is read whole and hashed; its bytes come with it
     (``data``), so the caller parses exactly what was checked. A remembered one comes
-    as a path only (``data`` None). Slices are checked lazily, one at a time.
+    as a path only (``data`` None). The next slice is checked on a worker thread while
+    the caller parses this one (SHA3 releases the GIL): at most two slices in memory.
 
     Raises:
-        ObjectNotFound / DamagedObject: a missing or damaged slice.
+        ObjectNotFound / DamagedObject: a missing or damaged slice (when it is reached).
     """
+    from concurrent.futures import ThreadPoolExecutor
+
     verifier = dataset.verified_objects
     root = dataset.layout.data.root
+    items = _slices(dataset, head)
+
+    def check(i: int) -> bytes | None:
+        h, size = items[i]
+        return verifier.check(root, "data", h, size, keep=True)
+
     try:
-        for h, size in _slices(dataset, head):
-            data = verifier.check(root, "data", h, size, keep=True)
-            yield SliceSource(h, root / h.to_multibase(), data)
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="odf-verify") as pool:
+            ahead = pool.submit(check, 0) if items else None
+            for i, (h, _size) in enumerate(items):
+                assert ahead is not None
+                data = ahead.result()
+                ahead = pool.submit(check, i + 1) if i + 1 < len(items) else None
+                yield SliceSource(h, root / h.to_multibase(), data)
     finally:
         verifier.flush()
 
