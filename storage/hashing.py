@@ -75,6 +75,31 @@ _UNITS: Final[dict[str, str]] = {
 Source = str | os.PathLike[str] | IO[bytes]
 
 
+def arrow_input(source: Source) -> Any:
+    """What to hand Arrow's Parquet reader for ``source``: an Arrow-native file if possible.
+
+    Arrow reads column chunks through its I/O thread pool, whose task keeps a reference to
+    the file and may drop it after the read has returned. Dropping the last reference to a
+    Python file object takes the GIL, and a pool thread that takes the GIL while the
+    interpreter exits is ended with ``pthread_exit``: the unwind through Arrow's
+    ``std::thread`` aborts the process ("terminate called without an active exception",
+    issue 13.1). So an OS-level file is reopened natively through ``/proc/self/fd`` (the
+    very file the descriptor names, whatever its path names now); paths are returned as
+    they are (Arrow opens them natively); other file objects (no descriptor, no /proc)
+    are returned unchanged. The caller closes what it gets if it is not ``source``.
+    """
+    if isinstance(source, str | os.PathLike):
+        return source
+    try:
+        proc = f"/proc/self/fd/{source.fileno()}"
+    except (AttributeError, OSError, ValueError):  # io.UnsupportedOperation: no descriptor
+        return source
+    try:
+        return pa.OSFile(proc)
+    except (OSError, pa.ArrowException):
+        return source
+
+
 class HashedFile(NamedTuple):
     """Physical hash of a file and its size in bytes."""
 
@@ -141,15 +166,20 @@ def logical_hash_parquet(source: Source) -> Multihash:
         UnsupportedDataType: if a column type cannot be hashed (as in upstream).
         OSError: if the file cannot be read.
     """
+    native = arrow_input(source)
     try:
-        pf = pq.ParquetFile(source)
-    except (pa.ArrowException, ValueError) as e:
-        raise InvalidDataFile(f"not a readable Parquet file: {e}") from None
-    schema = arrow_rs_schema(pf)
-    digest = RecordDigest(schema)
-    for batch in _batches(pf, schema):
-        digest.update(batch)
-    return Multihash(ARROW0_SHA3_256, digest.finalize())
+        try:
+            pf = pq.ParquetFile(native)
+        except (pa.ArrowException, ValueError) as e:
+            raise InvalidDataFile(f"not a readable Parquet file: {e}") from None
+        schema = arrow_rs_schema(pf)
+        digest = RecordDigest(schema)
+        for batch in _batches(pf, schema):
+            digest.update(batch)
+        return Multihash(ARROW0_SHA3_256, digest.finalize())
+    finally:
+        if native is not source:
+            native.close()
 
 
 def _batches(pf: pq.ParquetFile, schema: pa.Schema) -> Iterator[pa.RecordBatch]:

@@ -26,6 +26,7 @@ they are stale). See `storage.gc` for why age, not a lock, decides.
 
 from __future__ import annotations
 
+import contextlib
 import enum
 from dataclasses import dataclass
 from typing import Final
@@ -45,7 +46,7 @@ from storage.errors import (
 )
 from storage.fsutil import DEFAULT_STALE_PENDING_AGE_S
 from storage.gc import find_temp_files
-from storage.hashing import logical_hash_parquet
+from storage.hashing import arrow_input, logical_hash_parquet
 from storage.object_store import DiskObjectStore
 
 __all__ = [
@@ -302,11 +303,10 @@ def _offsets_problem(
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
-    with store.open(h) as f:
-        # Decoded synchronously on this thread. Not pq.read_table: its scanner leaves the
-        # reader (and with it this Python file) to a pool thread that drops it under the GIL
-        # after returning, which aborts the process if that happens during interpreter exit.
-        table = pq.ParquetFile(f).read(columns=[column], use_threads=False)
+    with store.open(h) as f, contextlib.closing(arrow_input(f)) as native:
+        # An Arrow-native file, decoded on this thread: no pool thread ever holds a Python
+        # object (see `storage.hashing.arrow_input`; pq.read_table's scanner did, issue 13.1).
+        table = pq.ParquetFile(native).read(columns=[column], use_threads=False)
     col = table.column(column)
     expected = end - start + 1
     if len(col) != expected:
