@@ -184,12 +184,30 @@ def test_window_waits_for_the_watermark(engine: EngineClient, tmp_path: Path) ->
     ev.append([{**row, "event_time": T0 + dt.timedelta(minutes=70)}])
     out = runner.run()  # watermark 01:10 closes 00:00-01:00 with its 3 rows
     assert [(r["event_time"], r["n"]) for r in out.to_pylist()] == [(T0, 3)]
+    # The checkpoint keeps only the rows of open windows: the 01:10 row.
+    assert _retained_rows(runner.checkpoint) == 1
     late = {**row, "event_time": T0 + dt.timedelta(minutes=30)}
     ev.append([late, {**row, "event_time": T0 + dt.timedelta(minutes=75)}])
     assert runner.run().num_rows == 0  # the late row's window was emitted: dropped
     ev.append([], watermark_ms=int((T0 + 2 * HOUR).timestamp() * 1000))
     out = runner.run()  # a watermark alone closes 01:00-02:00
     assert [(r["event_time"], r["n"]) for r in out.to_pylist()] == [(T0 + HOUR, 2)]
+
+
+def _retained_rows(checkpoint: Path | None) -> int:
+    """Rows of input kept in a checkpoint's stream state."""
+    import io
+    import tarfile
+
+    import pyarrow.parquet as pq
+
+    assert checkpoint is not None
+    with tarfile.open(checkpoint) as tar:
+        return sum(
+            pq.read_metadata(io.BytesIO(tar.extractfile(m).read())).num_rows  # type: ignore[union-attr]
+            for m in tar.getmembers()
+            if m.name.startswith("state/input-") and m.name.endswith(".parquet")
+        )
 
 
 # -- changelog queries ------------------------------------------------------------------------
