@@ -71,8 +71,8 @@ class SimulatedCrash(BaseException):
 class FsOps:
     """Real file operations: the production implementation of the seam.
 
-    Mutating methods are `create_exclusive`, `write`, `fsync`, `replace`,
-    `fsync_dir`, `mkdir`, `unlink` and `touch`. `close` does not change what is
+    Mutating methods are `create_exclusive`, `write`, `fsync`, `fsync_path`, `chmod`,
+    `replace`, `fsync_dir`, `mkdir`, `unlink` and `touch`. `close` does not change what is
     on disk and is never a crash point.
     """
 
@@ -131,6 +131,18 @@ class FsOps:
         """Set a file's mtime to now without following symlinks."""
         os.utime(path, follow_symlinks=False)
 
+    def fsync_path(self, path: Path) -> None:
+        """Flush a file that was written outside the seam (e.g. by a download) to disk."""
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0))
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    def chmod(self, path: Path, mode: int) -> None:
+        """Set a file's permission bits (without following a symlink)."""
+        os.chmod(path, mode, follow_symlinks=False)
+
 
 #: The production seam.
 DEFAULT_OPS: Final = FsOps()
@@ -188,6 +200,14 @@ class RecordingOps(FsOps):
     def touch(self, path: Path) -> None:
         self._tick("touch", path)
         super().touch(path)
+
+    def fsync_path(self, path: Path) -> None:
+        self._tick("fsync", path)
+        super().fsync_path(path)
+
+    def chmod(self, path: Path, mode: int) -> None:
+        self._tick("chmod", path)
+        super().chmod(path, mode)
 
 
 @dataclass(slots=True, eq=False)
@@ -285,6 +305,17 @@ class CrashAt(RecordingOps):
     def close(self, fd: int) -> None:
         self._by_fd.pop(fd, None)
         super().close(fd)
+
+    def fsync_path(self, path: Path) -> None:
+        super().fsync_path(path)
+        # A file written outside the seam (a download) is tracked from here on, so a
+        # later rename of it can be undone by a power loss.
+        tracked = self._by_path.get(_abs(path))
+        if tracked is None:
+            tracked = _TrackedFile(_abs(path))
+            self._by_path[_abs(path)] = tracked
+        tracked.synced_size = os.lstat(path).st_size
+        self._undo = [u for u in self._undo if u.file is not tracked]
 
     def replace(self, src: Path, dst: Path) -> None:
         src, dst = _abs(src), _abs(dst)

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import fcntl
 import os
 import secrets
 import stat
@@ -32,6 +31,7 @@ from typing import BinaryIO, Final
 
 from storage.errors import UnsafePath
 from storage.faults import DEFAULT_OPS, FsOps, SimulatedCrash
+from storage.lockfile import FileLock
 
 #: Prefix of temp files; readers skip these names.
 PENDING_PREFIX: Final = ".pending-"
@@ -230,12 +230,8 @@ def locked_dir(
     """
     with thread_lock:
         ensure_dir(root, ops=ops)
-        fd = os.open(root / lock_name, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, FILE_MODE)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
+        with FileLock(root / lock_name, mode=FILE_MODE):
             yield
-        finally:
-            os.close(fd)
 
 
 def read_bytes_limited(path: Path, max_size: int) -> bytes | None:

@@ -11,6 +11,7 @@ tests (``tests/storage/test_object_store.py``).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import io
 import os
@@ -33,7 +34,9 @@ from storage.fsutil import (
     atomic_write_bytes,
     cleanup_pending,
     ensure_dir,
+    is_pending_name,
     open_for_read,
+    pending_name,
     read_bytes_limited,
 )
 
@@ -90,6 +93,23 @@ class ObjectStore(Protocol):
             InvalidHash: if ``expected`` is not a SHA3-256 `Multihash`.
             ObjectTooLarge: if the content exceeds `max_object_size`.
             HashMismatch: if the content does not hash to ``expected``.
+        """
+        ...
+
+    def adopt(self, expected: Multihash, path: Path, *, digest: bytes) -> None:
+        """Give a verified file the name ``expected``: the receive path's last step.
+
+        ``path`` is a quarantine file the caller wrote and hashed (a download, an
+        upload): for `DiskObjectStore` one named by its `quarantine_path`. The file is
+        made durable and renamed, or removed if the object is already stored (whose
+        mtime is then refreshed, as by `put`).
+
+        Raises:
+            InvalidHash: if ``expected`` is not a SHA3-256 `Multihash`.
+            HashMismatch: if ``digest`` (the caller's SHA3-256 of the file) is not
+                ``expected``'s.
+            ObjectTooLarge: if the file exceeds `max_object_size`.
+            ValueError: if the store cannot adopt ``path`` (see the implementation).
         """
         ...
 
@@ -285,6 +305,46 @@ class DiskObjectStore:
                 return  # the pending copy is removed on exit
             pending.commit(path)
 
+    def quarantine_path(self) -> Path:
+        """A fresh quarantine name for `adopt`, in this store's directory (created).
+
+        Nothing exists under it yet; readers ignore it (a ``.pending-*`` name) and
+        `cleanup_pending` removes it if its writer dies.
+        """
+        ensure_dir(self.root, ops=self._ops)
+        return self.root / pending_name()
+
+    def adopt(self, expected: Multihash, path: Path, *, digest: bytes) -> None:
+        """See `ObjectStore.adopt`; ``path`` must be a `quarantine_path` of this store.
+
+        Every step goes through the seam, in the order of `fsutil`'s protocol: mode,
+        fsync of the file, rename, fsync of the directory.
+
+        Raises:
+            ValueError: ``path`` is not a quarantine name in this store's directory.
+            FileNotFoundError: nothing is at ``path``.
+            UnsafePath: ``path`` is not a regular file.
+        """
+        require_object_hash(expected)
+        _check_digest(expected, digest)
+        path = Path(path)
+        if path.parent != self.root or not is_pending_name(path.name):
+            raise ValueError(f"{path} is not a quarantine file of {self.root}")
+        st = os.lstat(path)
+        if not stat.S_ISREG(st.st_mode):
+            raise UnsafePath(f"{path} is not a regular file")
+        _check_size(st.st_size, self._max_object_size)
+        final = self.path_of(expected)
+        if self._refresh_existing(final, st.st_size):
+            # Another writer (a concurrent pull) stored it first: ours is a duplicate.
+            with contextlib.suppress(FileNotFoundError):
+                self._ops.unlink(path)
+            return
+        self._ops.chmod(path, OBJECT_MODE)
+        self._ops.fsync_path(path)
+        self._ops.replace(path, final)
+        self._ops.fsync_dir(self.root)
+
     def _refresh_existing(self, path: Path, size: int) -> bool:
         """If a sound copy of the object is present, refresh its mtime and return True.
 
@@ -445,6 +505,14 @@ class MemoryObjectStore:
                 self._objects[expected] = _MemoryEntry(buf.getvalue(), self._clock())
 
         _put_from(put_stream, src)
+
+    def adopt(self, expected: Multihash, path: Path, *, digest: bytes) -> None:
+        """See `ObjectStore.adopt`: the file's bytes are read (and checked), then removed."""
+        require_object_hash(expected)
+        _check_digest(expected, digest)
+        with open(path, "rb") as f:
+            self.put_file(expected, f)
+        os.unlink(path)
 
     def _entry(self, h: Multihash) -> _MemoryEntry:
         require_object_hash(h)

@@ -20,11 +20,9 @@ the old or the new value. flock needs a local filesystem (not NFS).
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import os
 import re
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Final, Protocol, runtime_checkable
@@ -41,6 +39,7 @@ from storage.errors import (
 )
 from storage.faults import DEFAULT_OPS, FsOps
 from storage.fsutil import FILE_MODE, atomic_write_bytes, ensure_dir, read_bytes_limited
+from storage.lockfile import FileLock
 
 #: The dataset head ref.
 HEAD: Final = "head"
@@ -52,12 +51,6 @@ REF_NAME_RE: Final = re.compile(r"[a-z0-9][a-z0-9-]*")
 MAX_REF_FILE_SIZE: Final = MAX_MULTIBASE_LEN
 #: How long a writer waits for the ref lock before `RefLockTimeout`.
 DEFAULT_LOCK_TIMEOUT_S: Final = 30.0
-#: Polling interval bounds while the lock is busy (exponential backoff).
-_LOCK_POLL_MIN_S: Final = 0.0005
-_LOCK_POLL_MAX_S: Final = 0.02
-_LOCK_OPEN_FLAGS: Final = (
-    os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
-)
 
 
 def validate_ref_name(name: object) -> str:
@@ -246,26 +239,15 @@ class DiskRefStore:
             RefLockTimeout: if it stays busy for longer than the lock timeout.
         """
         ensure_dir(self.refs_dir, ops=self._ops)
-        fd = os.open(self.refs_dir / f".{name}.lock", _LOCK_OPEN_FLAGS, FILE_MODE)
+        # The kernel releases the flock when the descriptor closes: also on a
+        # SimulatedCrash, which models the kernel releasing it when a process dies.
+        lock = FileLock(self.refs_dir / f".{name}.lock", mode=FILE_MODE)
+        if not lock.acquire(self._lock_timeout_s):
+            raise RefLockTimeout(f"ref {name!r} stayed locked for {self._lock_timeout_s} s")
         try:
-            deadline = time.monotonic() + self._lock_timeout_s
-            delay = _LOCK_POLL_MIN_S
-            while True:
-                try:
-                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                    break
-                except BlockingIOError:
-                    if time.monotonic() >= deadline:
-                        raise RefLockTimeout(
-                            f"ref {name!r} stayed locked for {self._lock_timeout_s} s"
-                        ) from None
-                    time.sleep(delay)
-                    delay = min(delay * 2, _LOCK_POLL_MAX_S)
             yield
         finally:
-            # Closing the fd releases the flock (also on a SimulatedCrash, which
-            # models the kernel releasing it when a process dies).
-            os.close(fd)
+            lock.release()
 
 
 class MemoryRefStore:

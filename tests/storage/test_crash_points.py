@@ -315,3 +315,36 @@ def test_durable_protocol_leaves_nothing_pending(tmp_path: Path) -> None:
     kinds = [kind for kind, _ in ops.trace]
     # fsync(file) -> replace -> fsync(dir), in that order.
     assert kinds.index("fsync") < kinds.index("replace") < kinds.index("fsync_dir")
+
+
+# -- adopting a downloaded file ------------------------------------------------------------
+
+
+def _download(root: Path) -> Path:
+    """A quarantine file written outside the seam, as a transport does."""
+    store = DiskObjectStore(root / "objects")
+    path = store.quarantine_path()
+    path.write_bytes(DATA)
+    return path
+
+
+@pytest.mark.parametrize("power_loss", [False, True], ids=["app-crash", "power-loss"])
+def test_adopt_crash_points(tmp_path: Path, power_loss: bool) -> None:
+    def operation(root: Path, ops: FsOps) -> None:
+        [quarantine] = (root / "objects").iterdir()
+        DiskObjectStore(root / "objects", ops=ops).adopt(H, quarantine, digest=H.digest)
+
+    def check(root: Path, completed: bool) -> None:
+        _check_object_store(root / "objects", completed, frozenset())
+
+    count = _enumerate(tmp_path, _download, operation, check, power_loss)
+    assert count == 4  # chmod, fsync, replace, fsync_dir
+
+
+def test_adopt_makes_the_file_durable_before_naming_it(tmp_path: Path) -> None:
+    root = tmp_path / "r"
+    quarantine = _download(root)
+    plan = plan_crashes(
+        lambda ops: DiskObjectStore(root / "objects", ops=ops).adopt(H, quarantine, digest=H.digest)
+    )
+    assert [k for k, _ in plan.trace] == ["chmod", "fsync", "replace", "fsync_dir"]

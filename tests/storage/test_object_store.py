@@ -393,3 +393,53 @@ def test_memory_store_clock() -> None:
     store = MemoryObjectStore(clock=lambda: 42.0)
     store.put(_h(b"a"), b"a")
     assert store.info(_h(b"a")).mtime == 42.0
+
+
+# -- adopt: the receive path's last step ----------------------------------------------------
+
+
+def _quarantine(store: ObjectStore, tmp_path: Path, data: bytes) -> Path:
+    """A quarantine file holding ``data`` where ``store`` can adopt it."""
+    path = store.quarantine_path() if isinstance(store, DiskObjectStore) else tmp_path / "q"
+    path.write_bytes(data)
+    return path
+
+
+def test_adopt_names_a_verified_file(object_store: ObjectStore, tmp_path: Path) -> None:
+    data = b"downloaded bytes"
+    path = _quarantine(object_store, tmp_path, data)
+    object_store.adopt(_h(data), path, digest=_h(data).digest)
+    assert object_store.get(_h(data)) == data
+    assert not path.exists()
+    # Adopting a second copy of a stored object drops the copy, keeps the object.
+    again = _quarantine(object_store, tmp_path, data)
+    object_store.adopt(_h(data), again, digest=_h(data).digest)
+    assert not again.exists()
+    assert list(object_store) == [_h(data)]
+
+
+def test_adopt_refuses_a_digest_of_other_content(object_store: ObjectStore, tmp_path: Path) -> None:
+    path = _quarantine(object_store, tmp_path, b"x")
+    with pytest.raises(HashMismatch):
+        object_store.adopt(_h(b"x"), path, digest=_h(b"y").digest)
+    assert not object_store.has(_h(b"x"))
+
+
+def test_disk_adopt_takes_only_its_own_quarantine_files(tmp_path: Path) -> None:
+    store = DiskObjectStore(tmp_path / "objects")
+    outside = tmp_path / "elsewhere"
+    outside.write_bytes(b"x")
+    with pytest.raises(ValueError):
+        store.adopt(_h(b"x"), outside, digest=_h(b"x").digest)
+    not_pending = store.quarantine_path().with_name("plain")
+    not_pending.write_bytes(b"x")
+    with pytest.raises(ValueError):
+        store.adopt(_h(b"x"), not_pending, digest=_h(b"x").digest)
+
+
+def test_disk_adopt_gives_objects_their_read_only_mode(tmp_path: Path) -> None:
+    store = DiskObjectStore(tmp_path / "objects")
+    path = store.quarantine_path()
+    path.write_bytes(b"x")
+    store.adopt(_h(b"x"), path, digest=_h(b"x").digest)
+    assert stat.S_IMODE(os.stat(store.path_of(_h(b"x"))).st_mode) == 0o444
