@@ -9,7 +9,6 @@ imports: the CLI reads it without loading the daemon (`node.daemon`).
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import os
 from dataclasses import dataclass
@@ -18,6 +17,7 @@ from typing import Final
 from node.errors import NodeError
 from storage.errors import StorageError
 from storage.fsutil import atomic_write_bytes, ensure_dir, read_bytes_limited
+from storage.lockfile import FileLock
 from storage.workspace import Workspace
 
 __all__ = [
@@ -119,7 +119,7 @@ class RunLock:
 
     def __init__(self, ws: Workspace) -> None:
         self.path = ws.root / LOCK_FILE
-        self._fd: int | None = None
+        self._lock = FileLock(self.path)
 
     def acquire(self) -> None:
         """Take the lock.
@@ -128,21 +128,12 @@ class RunLock:
             NodeAlreadyRunning: another process holds it.
         """
         ensure_dir(self.path.parent)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(fd)
-            raise NodeAlreadyRunning(
-                f"a node already serves this workspace ({self.path})"
-            ) from None
-        self._fd = fd
+        if not self._lock.try_acquire():
+            raise NodeAlreadyRunning(f"a node already serves this workspace ({self.path})")
 
     def release(self) -> None:
         """Drop the lock (idempotent)."""
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
+        self._lock.release()
 
 
 class RunFile:

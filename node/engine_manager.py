@@ -35,7 +35,6 @@ from __future__ import annotations
 import argparse
 import atexit
 import contextlib
-import fcntl
 import json
 import os
 import signal
@@ -44,12 +43,14 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from node.errors import EngineManagerError
+from storage.fsutil import atomic_write_bytes
+from storage.lockfile import FileLock, file_lock
 
 if TYPE_CHECKING:
     from engine.client import EngineClient
@@ -92,12 +93,11 @@ DEFAULT_START_TIMEOUT_S: Final = 240.0
 LOCK_TIMEOUT_S: Final = DEFAULT_START_TIMEOUT_S + 60.0
 #: Largest config / record file read.
 MAX_CONFIG_BYTES: Final = 64 * 1024
-_LOCK_POLL_S: Final = 0.05
 _LOG_TAIL_BYTES: Final = 4096
 
 _lock = threading.Lock()
 _clients: dict[str, EngineClient] = {}
-_lease: IO[bytes] | None = None
+_lease: FileLock | None = None
 _private: EngineProcess | None = None
 
 
@@ -253,26 +253,6 @@ def _run_dir(ws: Workspace) -> Path:
     return path
 
 
-@contextlib.contextmanager
-def _flock(path: Path, mode: int, timeout: float | None) -> Iterator[bool]:
-    """Hold flock ``mode`` on ``path``; yields False if not taken (``timeout`` 0 / elapsed)."""
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-    try:
-        deadline = None if timeout is None else time.monotonic() + timeout
-        while True:
-            try:
-                fcntl.flock(fd, mode | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if deadline is not None and time.monotonic() >= deadline:
-                    yield False
-                    return
-                time.sleep(_LOCK_POLL_S)
-        yield True
-    finally:
-        os.close(fd)
-
-
 def _pid_alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -311,22 +291,21 @@ def _take_lease(run_dir: Path) -> None:
     if _lease is not None:
         return
     use = run_dir / USE_FILE
-    f = use.open("ab")
-    fcntl.flock(f.fileno(), fcntl.LOCK_SH)
+    lease = FileLock(use, shared=True, mode=0o644)
+    lease.acquire()
     _touch(use)
-    _lease = f
+    _lease = lease
     atexit.register(release_lease)
 
 
 def release_lease() -> None:
     """Drop this process's lease on the shared engine (it may then stop when idle)."""
     global _lease
-    f, _lease = _lease, None
-    if f is None:
+    lease, _lease = _lease, None
+    if lease is None:
         return
-    _touch(Path(f.name))
-    with contextlib.suppress(OSError):
-        f.close()
+    _touch(lease.path)
+    lease.release()
 
 
 def _log_tail(path: Path) -> str:
@@ -361,7 +340,7 @@ def acquire_shared_engine(
             the manager lock stayed busy.
     """
     run_dir = _run_dir(ws)
-    with _flock(run_dir / LOCK_FILE, fcntl.LOCK_EX, LOCK_TIMEOUT_S) as locked:
+    with file_lock(run_dir / LOCK_FILE, timeout=LOCK_TIMEOUT_S) as locked:
         if not locked:
             raise EngineManagerError(f"engine lock {run_dir / LOCK_FILE} stayed busy")
         record = _live_record(run_dir)
@@ -472,9 +451,7 @@ def _supervise(run_dir: Path, idle_timeout: float, master: str | None, python: s
     record = EngineRecord(
         os.getpid(), engine.process.pid, engine.address, time.time(), idle_timeout
     )
-    tmp = run_dir / f".{RECORD_FILE}.{os.getpid()}"
-    tmp.write_bytes(record.to_json())
-    os.replace(tmp, run_dir / RECORD_FILE)
+    atomic_write_bytes(run_dir / RECORD_FILE, record.to_json())
     code = 0
     try:
         while not stop.wait(SUPERVISOR_POLL_S):
@@ -483,10 +460,10 @@ def _supervise(run_dir: Path, idle_timeout: float, master: str | None, python: s
                 break
             if time.time() - _last_used(run_dir, record.started_at) < idle_timeout:
                 continue
-            with _flock(run_dir / LOCK_FILE, fcntl.LOCK_EX, 0) as locked:
+            with file_lock(run_dir / LOCK_FILE, timeout=0) as locked:
                 if not locked:
                     continue  # someone is deciding to reuse us right now
-                with _flock(run_dir / USE_FILE, fcntl.LOCK_EX, 0) as unused:
+                with file_lock(run_dir / USE_FILE, timeout=0) as unused:
                     if unused:
                         _forget(run_dir, record)
                         break
