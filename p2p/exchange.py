@@ -1,6 +1,7 @@
 """The object exchange protocol ``/odf/exchange/1.0.0``: server and client (trio side).
 
-One request per libp2p stream. Every message is a frame::
+One request per libp2p stream. Every message is a frame (encoded and decoded without
+I/O in `p2p.framing`; this module is the async adapter over libp2p streams)::
 
     u32 big-endian payload length | u8 frame type | payload
 
@@ -26,9 +27,11 @@ Requests (all carry ``"dataset": "did:odf:..."``):
   the parent of the last block it got.
 * ``{"op": "object", "kind": "data"|"checkpoint", "hash": h}`` -> OBJECT, CHUNKs, END.
 
-Limits are named in `ExchangeLimits`; a frame over its limit is refused before its
-payload is read (`FrameTooLarge`); a peer that sends nothing for `stall_timeout_s`
-fails with `TransferTimeout`.
+Limits are named in `ExchangeLimits`; a frame over its limit is refused from its
+length prefix, before any of its payload is kept (`FrameTooLarge`), and the stream is
+reset; JSON payloads are decoded within `ExchangeLimits.json_limits`
+(`p2p.peer_json`: nesting, number and string sizes); a peer that sends nothing for
+`stall_timeout_s` fails with `TransferTimeout`.
 
 Verification on the client: every block is hashed before it is parsed, and must hash to
 the expected link of the chain (the requested head, then each block's
@@ -52,8 +55,7 @@ import hashlib
 import json
 import logging
 import os
-import struct
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Collection
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final, Literal
@@ -78,7 +80,22 @@ from p2p.errors import (
     TransferError,
     TransferTimeout,
 )
+from p2p.framing import (
+    DEFAULT_MAX_CONTROL_FRAME_BYTES,
+    DEFAULT_MAX_FRAME_BYTES,
+    HEADER_SIZE,
+    Event,
+    Frame,
+    FrameDecoder,
+    FrameHeader,
+    FrameLimits,
+    FrameType,
+    PayloadEnd,
+    PayloadPiece,
+    encode_frame,
+)
 from p2p.host import P2PHost
+from p2p.peer_json import DEFAULT_JSON_LIMITS, JsonLimits, PeerJsonError, load_peer_object
 from p2p.peers import Offence, PeerScores
 from storage.errors import DatasetNotFound, ObjectNotFound, StorageError
 from storage.fsutil import OBJECT_MODE, PendingFile, ensure_dir
@@ -105,8 +122,6 @@ log = logging.getLogger(__name__)
 
 #: The libp2p protocol id.
 EXCHANGE_PROTOCOL: Final = "/odf/exchange/1.0.0"
-#: Frame header: payload length (u32, big-endian) and frame type (u8).
-_HEADER: Final = struct.Struct(">IB")
 #: Largest single write to a libp2p stream. A noise transport message carries at most
 #: 65519 plaintext bytes and a yamux frame header takes 12, so a write of this size is
 #: one yamux frame in one noise message. py-libp2p cuts bigger writes into 65536-byte
@@ -114,7 +129,7 @@ _HEADER: Final = struct.Struct(">IB")
 #: the encryptions, reads and wake-ups per byte on both sides.
 STREAM_WRITE_BYTES: Final = 65519 - 12
 #: Default CHUNK payload: a CHUNK frame (header included) is exactly 16 stream writes.
-DEFAULT_CHUNK_BYTES: Final = 16 * STREAM_WRITE_BYTES - _HEADER.size
+DEFAULT_CHUNK_BYTES: Final = 16 * STREAM_WRITE_BYTES - HEADER_SIZE
 
 ObjectKind = Literal["data", "checkpoint"]
 _KINDS: Final = ("data", "checkpoint")
@@ -123,21 +138,9 @@ HeadRecordProvider = Callable[[DatasetId], bytes | None]
 """Returns the signed head record JSON the server hands out with a dataset's head."""
 
 
-class FrameType:
-    """Frame type codes (u8)."""
-
-    REQUEST: Final = 1
-    BLOCK: Final = 2
-    OBJECT: Final = 3
-    CHUNK: Final = 4
-    END: Final = 5
-    ERROR: Final = 6
-    HEAD: Final = 7
-
-
-_CONTROL_TYPES: Final = frozenset(
-    {FrameType.REQUEST, FrameType.OBJECT, FrameType.END, FrameType.ERROR, FrameType.HEAD}
-)
+#: Frame types whose payloads the client receives piece by piece, judging each header
+#: (type, batch and object budgets) before any of its payload is read.
+_STREAMED: Final = frozenset({FrameType.BLOCK, FrameType.CHUNK})
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,10 +159,11 @@ class ExchangeLimits:
         max_object_bytes: largest object the client accepts.
         stall_timeout_s: longest wait for any progress (read or write) on a stream.
         max_concurrent_requests: requests the server handles at once (more: ``busy``).
+        json_limits: limits of the JSON in control frames (`p2p.peer_json`).
     """
 
-    max_frame_bytes: int = 4 * 2**20
-    max_control_frame_bytes: int = 64 * 2**10
+    max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES
+    max_control_frame_bytes: int = DEFAULT_MAX_CONTROL_FRAME_BYTES
     chunk_bytes: int = DEFAULT_CHUNK_BYTES
     max_blocks_per_request: int = 1024
     max_block_bytes_per_request: int = 64 * 2**20
@@ -168,6 +172,11 @@ class ExchangeLimits:
     max_object_bytes: int = DEFAULT_MAX_OBJECT_SIZE
     stall_timeout_s: float = 30.0
     max_concurrent_requests: int = 64
+    json_limits: JsonLimits = DEFAULT_JSON_LIMITS
+
+    def frame_limits(self) -> FrameLimits:
+        """The per-frame limits the decoder enforces from each length prefix."""
+        return FrameLimits(self.max_frame_bytes, self.max_control_frame_bytes)
 
 
 @dataclass(frozen=True, slots=True)
@@ -199,7 +208,7 @@ class _EOF(TransferError):
     """The stream ended."""
 
 
-# -- framing -----------------------------------------------------------------------------
+# -- the async adapter over p2p.framing -----------------------------------------------
 
 
 async def write_frame(
@@ -213,7 +222,7 @@ async def write_frame(
         TransferTimeout: the peer did not take the bytes within ``timeout_s``.
         TransferError: the stream is closed or reset.
     """
-    data = _HEADER.pack(len(payload), ftype) + bytes(payload)
+    data = encode_frame(ftype, payload)
     try:
         if len(data) <= STREAM_WRITE_BYTES:
             with trio.fail_after(timeout_s):
@@ -237,13 +246,23 @@ def _dump(obj: dict[str, Any]) -> bytes:
     return json.dumps(obj, separators=(",", ":"), sort_keys=True).encode()
 
 
-class _Reader:
-    """Buffered frame reader over a libp2p stream with stall timeout and size limits."""
+#: Bytes asked of the stream per read at least (a read returns what the muxer holds).
+_READ_BYTES: Final = 65536
 
-    def __init__(self, stream: Any, limits: ExchangeLimits) -> None:
+
+class _Reader:
+    """Frames from a libp2p stream: reads fed to a `FrameDecoder`, with the stall timeout.
+
+    Payloads of the ``streamed`` frame types arrive as a `FrameHeader` (to be judged
+    before any payload byte is read) and are collected with `payload`.
+    """
+
+    def __init__(
+        self, stream: Any, limits: ExchangeLimits, *, streamed: Collection[int] = ()
+    ) -> None:
         self._stream = stream
         self._limits = limits
-        self._buf = bytearray()
+        self._decoder = FrameDecoder(limits.frame_limits(), streamed=streamed)
 
     async def _read_some(self, n: int) -> bytes:
         timeout = self._limits.stall_timeout_s
@@ -260,78 +279,51 @@ class _Reader:
             raise _EOF("stream ended")
         return bytes(data)
 
-    async def _fill(self, n: int) -> None:
-        while len(self._buf) < n:
-            self._buf += await self._read_some(max(n - len(self._buf), 65536))
+    async def _event(self) -> Event:
+        decoder = self._decoder
+        while (event := decoder.next_event()) is None:
+            # FrameTooLarge is raised here, from a header, before its payload is kept.
+            decoder.feed(await self._read_some(max(decoder.bytes_wanted, _READ_BYTES)))
+        return event
 
-    async def header(self) -> tuple[int, int]:
-        """The next frame's ``(type, length)``, length checked against the limits."""
-        await self._fill(_HEADER.size)
-        length, ftype = _HEADER.unpack_from(self._buf)
-        del self._buf[: _HEADER.size]
-        limit = (
-            self._limits.max_control_frame_bytes
-            if ftype in _CONTROL_TYPES
-            else self._limits.max_frame_bytes
-        )
-        if length > limit:
-            raise FrameTooLarge(f"frame of type {ftype} with {length} bytes exceeds {limit}")
-        return ftype, length
+    async def next(self) -> Frame | FrameHeader:
+        """The next whole frame, or the header of the next streamed frame."""
+        event = await self._event()
+        if not isinstance(event, Frame | FrameHeader):  # a payload left unread: our bug
+            raise AssertionError(f"payload event {event!r} where a frame starts")
+        return event
 
-    async def payload(self, length: int) -> bytes:
-        if len(self._buf) >= length:
-            data = bytes(self._buf[:length])
-            del self._buf[:length]
-            return data
-        # A large payload (CHUNK): gather the muxer's pieces and join them once,
-        # instead of growing the buffer and copying the frame out of it again.
-        parts: list[bytes] = [bytes(self._buf)] if self._buf else []
-        have = len(self._buf)
-        self._buf.clear()
-        while have < length:
-            piece = await self._read_some(length - have)
-            if have + len(piece) > length:  # a muxer that ignores n: keep the excess
-                cut = length - have
-                self._buf += piece[cut:]
-                piece = piece[:cut]
-            parts.append(piece)
-            have += len(piece)
+    async def frame(self) -> Frame:
+        """The next frame, which must not be of a streamed type."""
+        event = await self.next()
+        if isinstance(event, FrameHeader):
+            raise _Misbehaved(f"unexpected frame {event.type}", Offence.PROTOCOL_ERROR)
+        return event
+
+    async def payload(self, header: FrameHeader) -> bytes:
+        """The whole payload of the streamed frame ``header`` announced (joined once)."""
+        parts: list[bytes] = []
+        while not isinstance(event := await self._event(), PayloadEnd):
+            assert isinstance(event, PayloadPiece)
+            parts.append(event.data)
         return parts[0] if len(parts) == 1 else b"".join(parts)
 
-    async def stream_payload(self, length: int, sink: Callable[[bytes], None]) -> None:
-        """Pass ``length`` payload bytes to ``sink`` piece by piece (no full-frame copy)."""
-        remaining = length
-        if self._buf:
-            head = bytes(self._buf[:remaining])
-            del self._buf[: len(head)]
-            remaining -= len(head)
-            sink(head)
-        while remaining:
-            piece = await self._read_some(remaining)
-            if len(piece) > remaining:  # a muxer that ignores n: keep the excess
-                self._buf += piece[remaining:]
-                piece = piece[:remaining]
-            remaining -= len(piece)
-            sink(piece)
-
-    async def json(self, length: int) -> dict[str, Any]:
-        raw = await self.payload(length)
-        try:
-            obj = json.loads(raw)
-        except (UnicodeDecodeError, json.JSONDecodeError):
-            raise _Misbehaved("frame is not JSON", Offence.PROTOCOL_ERROR) from None
-        if not isinstance(obj, dict):
-            raise _Misbehaved("frame JSON is not an object", Offence.PROTOCOL_ERROR)
-        return obj
+    def json(self, frame: Frame) -> dict[str, Any]:
+        """The JSON object in ``frame`` (bounded by `ExchangeLimits.json_limits`)."""
+        return load_peer_object(
+            frame.payload, self._limits.json_limits, what=f"frame {frame.type} JSON"
+        )
 
 
 async def read_frame_header(stream: Any, limits: ExchangeLimits) -> tuple[int, int]:
-    """Read one frame header from ``stream`` (for tools and tests).
+    """Read one frame header from ``stream``: ``(type, length)`` (for tools and tests).
 
     Raises:
         FrameTooLarge / TransferTimeout / TransferError: see `ExchangeLimits`.
     """
-    return await _Reader(stream, limits).header()
+    header = await _Reader(stream, limits, streamed=range(256)).next()
+    assert isinstance(header, FrameHeader)
+    return header.type, header.length
 
 
 def _remote_error(obj: dict[str, Any]) -> RemoteError:
@@ -402,17 +394,21 @@ class ExchangeServer:
         try:
             await self._handle(stream)
         except (TransferError, PeerMisbehaved) as e:
+            # A malformed or oversized frame, a stall: the stream is reset (not closed
+            # as if the answer were complete); unread bytes of the peer are dropped.
             log.debug("exchange request aborted: %s", e)
+            with contextlib.suppress(Exception):
+                await stream.reset()
         finally:
             self._active -= 1
 
     async def _handle(self, stream: Any) -> None:
         limits = self.limits
         reader = _Reader(stream, limits)
-        ftype, length = await reader.header()
-        if ftype != FrameType.REQUEST:
+        frame = await reader.frame()
+        if frame.type != FrameType.REQUEST:
             raise _Misbehaved("expected a REQUEST frame", Offence.PROTOCOL_ERROR)
-        request = await reader.json(length)
+        request = reader.json(frame)
         try:
             await self._dispatch(stream, request)
         except _BadRequest as e:
@@ -581,7 +577,7 @@ async def _pipelined(
 
 def _offence_of(e: BaseException) -> Offence | None:
     """The offence to charge for a failed request (``None``: not the peer's fault)."""
-    if isinstance(e, _Misbehaved):
+    if isinstance(e, _Misbehaved | PeerJsonError):
         return e.offence
     if isinstance(e, PeerMisbehaved):
         return Offence.BAD_BYTES
@@ -630,7 +626,7 @@ class ExchangeClient:
             await _write_json(stream, FrameType.REQUEST, request, self.limits)
             with contextlib.suppress(Exception):
                 await stream.close_write()
-            result = await handle(_Reader(stream, self.limits))
+            result = await handle(_Reader(stream, self.limits, streamed=_STREAMED))
         except (P2PError, MalformedBlock) as e:
             err: Exception = e
             if isinstance(e, MalformedBlock):
@@ -671,12 +667,12 @@ class ExchangeClient:
         request = {"op": "head", "dataset": dataset_id.to_did_odf()}
 
         async def handle(reader: _Reader) -> RemoteHead:
-            ftype, length = await reader.header()
-            if ftype == FrameType.ERROR:
-                raise _remote_error(await reader.json(length))
-            if ftype != FrameType.HEAD:
-                raise _Misbehaved(f"expected HEAD, got frame {ftype}", Offence.PROTOCOL_ERROR)
-            obj = await reader.json(length)
+            frame = await reader.frame()
+            if frame.type == FrameType.ERROR:
+                raise _remote_error(reader.json(frame))
+            if frame.type != FrameType.HEAD:
+                raise _Misbehaved(f"expected HEAD, got frame {frame.type}", Offence.PROTOCOL_ERROR)
+            obj = reader.json(frame)
             head, record = obj.get("head"), obj.get("record")
             if record is not None and not isinstance(record, str):
                 raise _Misbehaved("record must be a string", Offence.PROTOCOL_ERROR)
@@ -723,25 +719,26 @@ class ExchangeClient:
             size = 0
             want: Multihash | None = head
             while True:
-                ftype, length = await reader.header()
-                if ftype == FrameType.END:
-                    if not out:
-                        raise _Misbehaved("empty blocks batch", Offence.PROTOCOL_ERROR)
-                    return out
-                if ftype == FrameType.ERROR:
-                    raise _remote_error(await reader.json(length))
-                if ftype != FrameType.BLOCK:
-                    raise _Misbehaved(f"unexpected frame {ftype}", Offence.PROTOCOL_ERROR)
+                event = await reader.next()
+                if isinstance(event, Frame):
+                    if event.type == FrameType.END:
+                        if not out:
+                            raise _Misbehaved("empty blocks batch", Offence.PROTOCOL_ERROR)
+                        return out
+                    if event.type == FrameType.ERROR:
+                        raise _remote_error(reader.json(event))
+                if not isinstance(event, FrameHeader) or event.type != FrameType.BLOCK:
+                    raise _Misbehaved(f"unexpected frame {event.type}", Offence.PROTOCOL_ERROR)
                 if want is None:
                     raise _Misbehaved("blocks past the end of the requested chain")
                 if len(out) >= limits.max_blocks_per_request:
                     raise _Misbehaved("too many blocks in a batch", Offence.LIMIT_EXCEEDED)
-                size += length
-                if length > MAX_BLOCK_SIZE or size > limits.max_block_bytes_per_request:
+                size += event.length
+                if event.length > MAX_BLOCK_SIZE or size > limits.max_block_bytes_per_request:
                     raise FrameTooLarge(
                         f"blocks batch over {limits.max_block_bytes_per_request} bytes"
                     )
-                raw = await reader.payload(length)
+                raw = await reader.payload(event)
                 if block_hash(raw) != want:  # hash before parse
                     raise _Misbehaved(f"block does not hash to {want}")
                 block = decode_block(raw, DEFAULT_LIMITS)
@@ -813,12 +810,14 @@ class ExchangeClient:
         }
 
         async def handle(reader: _Reader) -> tuple[int, bytes]:
-            ftype, length = await reader.header()
-            if ftype == FrameType.ERROR:
-                raise _remote_error(await reader.json(length))
-            if ftype != FrameType.OBJECT:
-                raise _Misbehaved(f"expected OBJECT, got frame {ftype}", Offence.PROTOCOL_ERROR)
-            size = (await reader.json(length)).get("size")
+            frame = await reader.frame()
+            if frame.type == FrameType.ERROR:
+                raise _remote_error(reader.json(frame))
+            if frame.type != FrameType.OBJECT:
+                raise _Misbehaved(
+                    f"expected OBJECT, got frame {frame.type}", Offence.PROTOCOL_ERROR
+                )
+            size = reader.json(frame).get("size")
             if type(size) is not int or size < 0:
                 raise _Misbehaved("invalid object size", Offence.PROTOCOL_ERROR)
             if size > limits.max_object_bytes:
@@ -836,17 +835,20 @@ class ExchangeClient:
                 received = 0
                 async with pieces:
                     while True:
-                        ftype, length = await reader.header()
-                        if ftype == FrameType.END:
-                            return received
-                        if ftype == FrameType.ERROR:
-                            raise _remote_error(await reader.json(length))
-                        if ftype != FrameType.CHUNK:
-                            raise _Misbehaved(f"unexpected frame {ftype}", Offence.PROTOCOL_ERROR)
-                        if received + length > size:
+                        event = await reader.next()
+                        if isinstance(event, Frame):
+                            if event.type == FrameType.END:
+                                return received
+                            if event.type == FrameType.ERROR:
+                                raise _remote_error(reader.json(event))
+                        if not isinstance(event, FrameHeader) or event.type != FrameType.CHUNK:
+                            raise _Misbehaved(
+                                f"unexpected frame {event.type}", Offence.PROTOCOL_ERROR
+                            )
+                        if received + event.length > size:
                             raise _Misbehaved(f"object longer than the declared {size} bytes")
-                        await pieces.send(await reader.payload(length))
-                        received += length
+                        await pieces.send(await reader.payload(event))
+                        received += event.length
 
             received = await _pipelined(receive, sink)
             if received != size:

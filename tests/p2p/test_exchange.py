@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import logging
 import os
 import stat
 from collections.abc import AsyncIterator
@@ -22,6 +23,7 @@ from p2p.errors import (
     FrameTooLarge,
     NotFoundOnPeer,
     PeerMisbehaved,
+    TransferError,
     TransferTimeout,
 )
 from p2p.exchange import (
@@ -35,6 +37,7 @@ from p2p.exchange import (
 )
 from p2p.host import P2PHost
 from p2p.libp2p_source import Libp2pSource
+from p2p.peer_json import PeerJsonError
 from p2p.peers import Offence
 from storage.dataset import Dataset
 from storage.workspace import Workspace
@@ -159,6 +162,90 @@ async def test_bad_requests_get_error_frames(world: World) -> None:
     assert reply[4] == FrameType.ERROR
     assert b"bad_request" in reply
     await s.close()
+
+
+async def _raw_request(w: World, data: bytes) -> bytes:
+    """Send ``data`` on a fresh exchange stream; the reply until EOF or reset."""
+    s = await w.client_host.open_stream(w.server.peer_id, EXCHANGE_PROTOCOL)
+    reply = b""
+    try:
+        await s.write(data)
+        await s.close_write()
+        while chunk := await s.read():
+            reply += chunk
+    except TransferError:
+        pass  # reset by the server
+    finally:
+        await s.close()
+    return reply
+
+
+def _request(payload: bytes) -> bytes:
+    return len(payload).to_bytes(4, "big") + bytes([FrameType.REQUEST]) + payload
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [
+        b"[" * 50_000 + b"]" * 50_000,  # was a RecursionError traceback in the server
+        b'{"op":"blocks","max_blocks":' + b"9" * 5000 + b"}",  # was a ValueError traceback
+        b'{"op":"head","dataset":"' + b"x" * 60_000 + b'"}',
+        b'{"op":"head","op":"head"}',
+        b"\xff not json",
+    ],
+    ids=["deep", "huge-int", "long-string", "duplicate-key", "garbage"],
+)
+async def test_hostile_json_requests_end_quietly(
+    world: World, payload: bytes, caplog: pytest.LogCaptureFixture
+) -> None:
+    w = world
+    assert await _raw_request(w, _request(payload[: LIMITS.max_control_frame_bytes])) == b""
+    # No traceback escaped the handler, and honest requests are still served.
+    assert w.server.guard_stats.handler_failures == 0
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []
+    remote = await w.client_host.run_trio(w.client.get_head, w.server.peer_id, w.did)
+    assert remote.head == w.blocks[-1]
+
+
+async def test_oversized_request_refused_from_its_prefix(world: World) -> None:
+    w = world
+    # A REQUEST header announcing 1 GiB, then a little of it: the server resets the
+    # stream after the header, without waiting for (or keeping) the payload.
+    header = (2**30).to_bytes(4, "big") + bytes([FrameType.REQUEST])
+    assert await _raw_request(w, header + b"{" * 1000) == b""
+    assert w.server.guard_stats.handler_failures == 0
+
+
+class BombServer(ExchangeServer):
+    """Answers head requests with hostile JSON."""
+
+    def __init__(self, ws: Workspace, payload: bytes) -> None:
+        super().__init__(ws, limits=LIMITS)
+        self.payload = payload
+
+    async def _serve_head(self, stream: Any, did: DatasetId) -> None:
+        await write_frame(stream, FrameType.HEAD, self.payload, 5.0)
+
+
+@pytest.mark.parametrize(
+    ("payload", "offence"),
+    [
+        (b'{"head":' + b"1" * 5000 + b"}", Offence.LIMIT_EXCEEDED),
+        (b'{"head":null,"record":' + b"[" * 2000 + b"]" * 2000 + b"}", Offence.LIMIT_EXCEEDED),
+        (b'{"head":null', Offence.PROTOCOL_ERROR),
+    ],
+    ids=["huge-int", "deep", "truncated"],
+)
+async def test_hostile_json_answers_are_typed_and_charged(
+    world: World, payload: bytes, offence: Offence
+) -> None:
+    w = world
+    async with P2PHost() as bad:
+        BombServer(w.ws, payload).register(bad)
+        await w.client_host.connect(bad.addrs[0])
+        with pytest.raises(PeerJsonError):
+            await w.client_host.run_trio(w.client.get_head, bad.peer_id, w.did)
+        assert w.client.scores.standing(bad.peer_id).score == -offence.value
 
 
 # -- hostile servers -----------------------------------------------------------------------
