@@ -1,29 +1,18 @@
 """The node's HTTP API (aiohttp): ODF Simple Transfer Protocol, signed heads, push, JSON.
 
 Per dataset, under ``/{dataset}/`` (an alias ``name``, ``account/name`` as two path
-segments, or the DID multibase ``fed01...``). The first four are exactly the dataset
-base-relative paths of the ODF Simple Transfer Protocol (odf-format.md 4.2), so kamu,
-curl or any HTTP client can pull from a node:
+segments, or the DID multibase ``fed01...``): the ODF Simple Transfer Protocol, object
+uploads and push (`p2p.http_server`, next to its client `p2p.http_source`), and
 
 ====================================  =====================================================
-``GET refs/head``                     head block hash, text, no trailing newline (404: none)
-``GET blocks/{hash}``                 raw block bytes
-``GET data/{hash}``                   data slice file (streamed)
-``GET checkpoints/{hash}``            checkpoint file (streamed)
-``GET refs/head.sig``                 signed `HeadRecord` of the current head (JSON; 404 if
-                                      the node neither owns the key nor holds a record)
-``GET blocks?head=H&stop_at=S``       batched blocks, newest first from H, stopping before S
-                                      or after the Seed; body = frames (`p2p.http_source`)
-``PUT data/{hash}``                   upload an object (Content-Length required; hashed
-``PUT checkpoints/{hash}``            while streamed into quarantine; mismatch: 400)
-``POST push[?alias=A]``               frames: head record JSON, then new blocks oldest first;
-                                      the head moves only for a record signed by the
-                                      dataset key (403 otherwise), chain rules apply (400),
-                                      by compare-and-swap (409 when the head moved)
 ``POST ingest[/{source}]``            push ingest through the dataset's push source (owner
                                       node only; ``?format=csv`` or the Content-Type names
                                       the input format)
 ====================================  =====================================================
+
+`ROUTES` is the one table the application is built from (the transfer routes mounted
+under both dataset base paths, then the node's own); the routes of the validator and
+the daemon are added through `create_app`'s ``extra_routes`` hook.
 
 Who may call what (`node.http_auth`): before routing, a request whose ``Host`` is a
 foreign name (DNS rebinding) or whose ``Origin`` is not the node's own is refused (403)
@@ -45,10 +34,7 @@ parsed value, so no user text reaches a filesystem path.
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import hashlib
 import logging
-import os
 import tempfile
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -59,68 +45,47 @@ from urllib.parse import unquote
 
 from aiohttp import web
 
-from fbs.codec import block_hash, decode_block
-from fbs.did import DatasetAlias, DatasetId
-from fbs.errors import FbsError, InvalidDid, InvalidHash, InvalidName, MalformedBlock
+from fbs.did import DatasetId
+from fbs.errors import FbsError
 from fbs.keys import KeyPair
-from fbs.multiformats import SHA3_256, Multihash, parse_hash
-from fbs.rules import referenced_objects
 from node.http_auth import AccessPolicy, load_or_create_token
-from p2p.errors import (
-    Equivocation,
-    FrameTooLarge,
-    InvalidHeadRecord,
-    NotDescendant,
-    P2PError,
-    PeerMisbehaved,
-    StaleHead,
-)
-from p2p.head_record import HeadRecord, sign_head
+from p2p.errors import P2PError
 from p2p.head_store import HeadStore
-from p2p.http_source import BLOCK_FRAMES_MEDIA_TYPE, FRAME_HEADER, iter_frames
-from p2p.sync import install_dataset, open_staging
-from storage.chain import ChainState, validate_append
-from storage.dataset import Dataset
-from storage.errors import (
-    CorruptObject,
-    DatasetExists,
-    DatasetNotFound,
-    InvalidAlias,
-    InvalidAppend,
-    KeyStoreError,
-    ObjectNotFound,
-    RefCASFailed,
-    StorageError,
+from p2p.http_server import (
+    MAX_BATCH_BLOCKS,
+    MAX_BATCH_BYTES,
+    MAX_PUSH_BODY_BYTES,
+    SERVER,
+    TRANSFER_ROUTES,
+    UPLOAD_CHUNK_SIZE,
+    HttpError,
+    Route,
+    Signer,
+    TransferConfig,
+    TransferServer,
+    error_response,
+    open_dataset,
 )
-from storage.fsutil import OBJECT_MODE, ensure_dir, pending_name
-from storage.object_store import DEFAULT_MAX_OBJECT_SIZE, DiskObjectStore
-from storage.verified import verified_object_path
+from storage.errors import RefCASFailed, StorageError
+from storage.object_store import DEFAULT_MAX_OBJECT_SIZE
 from storage.workspace import Workspace
 
 __all__ = [
     "MAX_BATCH_BLOCKS",
     "MAX_BATCH_BYTES",
     "MAX_PUSH_BODY_BYTES",
+    "ROUTES",
     "HttpApiConfig",
     "create_app",
 ]
 
 log = logging.getLogger(__name__)
 
-#: Most blocks one batched-blocks response carries (the client asks again).
-MAX_BATCH_BLOCKS: Final = 10_000
-#: Most bytes of blocks in one batched-blocks response.
-MAX_BATCH_BYTES: Final = 64 << 20
-#: Largest push body (head record plus blocks; objects go by PUT).
-MAX_PUSH_BODY_BYTES: Final = 256 << 20
 #: Largest push-ingest body.
 MAX_INGEST_BODY_BYTES: Final = 1 << 30
-#: Chunk size when streaming uploads into quarantine.
-UPLOAD_CHUNK_SIZE: Final = 1 << 20
 #: Longest request path accepted (anything longer is not one of ours).
 MAX_PATH_LENGTH: Final = 2048
 
-Signer = Callable[[DatasetId], KeyPair | None]
 PeersProvider = Callable[[], Sequence[Mapping[str, Any]]]
 StatusProvider = Callable[[], Mapping[str, Any]]
 
@@ -156,31 +121,29 @@ class HttpApiConfig:
     token: str | None = field(default=None, repr=False)
     allowed_hosts: tuple[str, ...] = ()
 
+    def transfer(self) -> TransferConfig:
+        """The part of this configuration the transfer routes (`p2p.http_server`) use."""
+        return TransferConfig(
+            max_put_object_size=self.max_put_object_size,
+            max_push_body_bytes=self.max_push_body_bytes,
+            max_batch_blocks=self.max_batch_blocks,
+            max_batch_bytes=self.max_batch_bytes,
+            allow_put=self.allow_put,
+            allow_push=self.allow_push,
+            allow_push_create=self.allow_push_create,
+        )
+
 
 @dataclass(frozen=True, slots=True)
 class _Hooks:
-    signer: Signer
     peers: PeersProvider
     status: StatusProvider
 
 
-_WS: Final = web.AppKey("workspace", Workspace)
 _CFG: Final = web.AppKey("config", HttpApiConfig)
-_STORE: Final = web.AppKey("head_store", HeadStore)
 _HOOKS: Final = web.AppKey("hooks", _Hooks)
 _STARTED: Final = web.AppKey("started", float)
-_PUSH_LOCK: Final = web.AppKey("push_lock", asyncio.Lock)
 _POLICY: Final = web.AppKey("access_policy", AccessPolicy)
-
-
-def _error(status: int, message: str) -> web.Response:
-    return web.json_response({"error": message}, status=status)
-
-
-class _HttpError(Exception):
-    def __init__(self, status: int, message: str) -> None:
-        super().__init__(message)
-        self.status = status
 
 
 # -- path safety ----------------------------------------------------------------------------
@@ -213,7 +176,7 @@ def _refuse(request: web.Request, status: int, message: str) -> web.Response:
         message,
         request.remote,
     )
-    resp = _error(status, message)
+    resp = error_response(status, message)
     if status == 401:
         resp.headers["WWW-Authenticate"] = 'Bearer realm="odf-node"'
     return resp
@@ -230,415 +193,36 @@ async def _guard(
     if refused is None:
         reason = _hostile_path(request.raw_path)
         if reason is not None:
-            return _error(400, reason)
+            return error_response(400, reason)
         refused = policy.token_refusal(request.method, request.headers)
     if refused is not None:
         return _refuse(request, *refused)
     try:
         return await handler(request)
-    except _HttpError as e:
-        return _error(e.status, str(e))
+    except HttpError as e:
+        return error_response(e.status, str(e))
 
 
-# -- helpers --------------------------------------------------------------------------------
-
-
-def _dataset_ref(request: web.Request) -> str | DatasetId:
-    """The dataset named by the path: a DID (multibase) or an alias.
-
-    Raises:
-        _HttpError: 400 for text that is neither.
-    """
-    name = request.match_info["dataset"]
-    account = request.match_info.get("account")
-    if account is None:
-        with contextlib.suppress(FbsError):
-            return DatasetId.from_multibase(name)
-    text = name if account is None else f"{account}/{name}"
-    try:
-        DatasetAlias.parse(text)
-    except InvalidName as e:
-        raise _HttpError(400, f"invalid dataset reference: {e}") from None
-    return text
-
-
-def _open(request: web.Request) -> Dataset:
-    ws = request.app[_WS]
-    ref = _dataset_ref(request)
-    try:
-        entry = ws.resolve(ref)
-        return ws.get(entry.id)
-    except DatasetNotFound:
-        raise _HttpError(404, "no such dataset") from None
-    except (InvalidAlias, InvalidDid) as e:
-        raise _HttpError(400, str(e)) from None
-
-
-def _hash(request: web.Request) -> Multihash:
-    try:
-        return parse_hash(request.match_info["hash"], code=SHA3_256)
-    except InvalidHash as e:
-        raise _HttpError(400, f"invalid hash: {e}") from None
-
-
-def _query_hash(request: web.Request, name: str) -> Multihash | None:
-    text = request.query.get(name)
-    if text is None:
-        return None
-    try:
-        return parse_hash(text, code=SHA3_256)
-    except InvalidHash as e:
-        raise _HttpError(400, f"invalid {name}: {e}") from None
-
-
-def _object_store(ds: Dataset, kind: str) -> DiskObjectStore:
-    return ds.layout.data if kind == "data" else ds.layout.checkpoints
-
-
-# -- simple transfer protocol ------------------------------------------------------------------
-
-
-async def get_head(request: web.Request) -> web.StreamResponse:
-    ds = _open(request)
-    head = ds.head()
-    if head is None:
-        return _error(404, "dataset has no head")
-    return web.Response(body=head.to_multibase().encode("ascii"), content_type="text/plain")
-
-
-async def get_other_ref(request: web.Request) -> web.StreamResponse:
-    _open(request)
-    return _error(404, "no such ref")
-
-
-def _signed_record(request: web.Request, ds: Dataset) -> HeadRecord | None:
-    state = ds.state()
-    if state is None:
-        return None
-    store = request.app[_STORE]
-    held = store.get(state.dataset_id)
-    if held is not None and held.head == state.head:
-        return held
-    try:
-        key = request.app[_HOOKS].signer(state.dataset_id)
-    except (KeyStoreError, OSError):
-        key = None
-    if key is None or key.dataset_id != state.dataset_id:
-        return None
-    record = sign_head(key, state.head, state.sequence_number, state.system_time)
-    with contextlib.suppress(StaleHead):  # a concurrent request stored the same head first
-        store.accept(
-            record,
-            expected_dataset_id=state.dataset_id,
-            is_descendant=lambda old, _new: any(h == old for h, _r, _b in ds.iter_blocks()),
-        )
-    return record
-
-
-async def get_head_record(request: web.Request) -> web.StreamResponse:
-    ds = _open(request)
-    try:
-        record = await asyncio.to_thread(_signed_record, request, ds)
-    except Equivocation as e:
-        return _error(409, f"refusing to sign: {e}")
-    except P2PError as e:
-        return _error(500, f"head record unavailable: {e}")
-    if record is None:
-        return _error(404, "no signed head record for this dataset")
-    return web.Response(body=record.to_json(), content_type="application/json")
-
-
-async def get_block(request: web.Request) -> web.StreamResponse:
-    ds = _open(request)
-    h = _hash(request)
-    try:
-        raw = await asyncio.to_thread(ds.layout.blocks.get, h)  # verifies the hash
-    except ObjectNotFound:
-        return _error(404, "no such block")
-    except (CorruptObject, StorageError) as e:
-        log.error("serving block %s: %s", h, e)
-        return _error(500, "stored block is damaged")
-    return web.Response(body=raw, content_type="application/octet-stream")
-
-
-async def get_object(request: web.Request) -> web.StreamResponse:
-    kind = "data" if request.path.split("/")[-2] == "data" else "checkpoint"
-    ds = _open(request)
-    h = _hash(request)
-    store = _object_store(ds, kind)
-    if not store.has(h):  # lstat: regular files only, never a symlink
-        return _error(404, f"no such {kind} object")
-    try:  # never serve bytes that differ from the object's name (hashed once, remembered)
-        path = await asyncio.to_thread(verified_object_path, store.root, kind, h, None)
-    except StorageError as e:
-        log.error("serving %s object %s: %s", kind, h, e)
-        return _error(500, f"stored {kind} object is damaged")
-    return web.FileResponse(path, headers={"Content-Type": "application/octet-stream"})
-
-
-def _collect_blocks(
-    ds: Dataset, head: Multihash, stop_at: Multihash | None, max_blocks: int, max_bytes: int
-) -> list[bytes]:
-    out: list[bytes] = []
-    total = 0
-    h: Multihash | None = head
-    while h is not None and h != stop_at and len(out) < max_blocks:
-        raw, block = ds.get_block(h)
-        if out and total + len(raw) > max_bytes:
-            break
-        out.append(raw)
-        total += len(raw)
-        h = block.prev_block_hash
-    return out
-
-
-async def get_blocks_batch(request: web.Request) -> web.StreamResponse:
-    ds = _open(request)
-    head = _query_hash(request, "head") or ds.head()
-    if head is None:
-        return _error(404, "dataset has no head")
-    stop_at = _query_hash(request, "stop_at")
-    cfg = request.app[_CFG]
-    limit = cfg.max_batch_blocks
-    if "limit" in request.query:
-        try:
-            limit = max(1, min(limit, int(request.query["limit"])))
-        except ValueError:
-            return _error(400, "invalid limit")
-    try:
-        raws = await asyncio.to_thread(
-            _collect_blocks, ds, head, stop_at, limit, cfg.max_batch_bytes
-        )
-    except ObjectNotFound:
-        return _error(404, "no such block")
-    except (StorageError, MalformedBlock) as e:
-        log.error("serving blocks from %s: %s", head, e)
-        return _error(500, "stored chain is damaged")
-    body = b"".join(FRAME_HEADER.pack(len(r)) + r for r in raws)
-    return web.Response(body=body, content_type=BLOCK_FRAMES_MEDIA_TYPE)
-
-
-# -- uploads --------------------------------------------------------------------------------
-
-
-def _publish(fd: int, quarantine: str, final: str, directory: str) -> None:
-    os.fsync(fd)
-    os.close(fd)
-    os.chmod(quarantine, OBJECT_MODE)
-    os.replace(quarantine, final)
-    dfd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    try:
-        os.fsync(dfd)
-    finally:
-        os.close(dfd)
-
-
-async def put_object(request: web.Request) -> web.StreamResponse:
-    cfg = request.app[_CFG]
-    if not cfg.allow_put:
-        return _error(403, "uploads are disabled on this node")
-    kind = "data" if request.path.split("/")[-2] == "data" else "checkpoint"
-    ds = _open(request)
-    h = _hash(request)
-    length = request.content_length
-    if length is None:
-        return _error(411, "Content-Length required")
-    limit = min(cfg.max_put_object_size, _object_store(ds, kind).max_object_size)
-    if length > limit:
-        return _error(413, f"object larger than {limit} bytes")
-    store = _object_store(ds, kind)
-    ensure_dir(store.root)
-    final = store.path_of(h)
-    quarantine = store.root / pending_name()
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
-    fd: int | None = os.open(quarantine, flags, 0o600)
-    hasher = hashlib.sha3_256()
-    total = 0
-    try:
-        async for chunk in request.content.iter_chunked(UPLOAD_CHUNK_SIZE):
-            total += len(chunk)
-            if total > length:
-                return _error(400, "body longer than Content-Length")
-            hasher.update(chunk)
-            assert fd is not None
-            os.write(fd, chunk)
-        if total != length:
-            return _error(400, "body shorter than Content-Length")
-        if hasher.digest() != h.digest:
-            return _error(400, "content does not match the hash")
-        assert fd is not None
-        the_fd, fd = fd, None
-        await asyncio.to_thread(_publish, the_fd, str(quarantine), str(final), str(store.root))
-    finally:
-        if fd is not None:
-            os.close(fd)
-        with contextlib.suppress(FileNotFoundError):
-            quarantine.unlink()
-    return web.json_response({"hash": h.to_multibase(), "size": total}, status=201)
-
-
-# -- push -----------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class _PushPlan:
-    record: HeadRecord
-    raws: list[bytes]
-    state: ChainState
-
-
-def _plan_push(ds: Dataset | None, record: HeadRecord, raws: list[bytes]) -> _PushPlan:
-    """Hash, decode and validate pushed blocks on the local chain (nothing written).
-
-    Raises:
-        _HttpError: 400 for bad blocks or chain rules, 403 for a record that does not
-            match the chain, 409 when the blocks do not extend the current head.
-    """
-    state = ds.state() if ds is not None else None
-    if state is not None and state.dataset_id != record.dataset_id:
-        raise _HttpError(403, "head record is not signed by this dataset's key")
-    last_h: Multihash | None = None
-    last_seq = -1
-    for raw in raws:
-        h = block_hash(raw)
-        try:
-            block = decode_block(raw)
-        except MalformedBlock as e:
-            raise _HttpError(400, f"block {h} does not decode: {e}") from None
-        try:
-            state = validate_append(state, block, h)
-        except InvalidAppend as e:
-            # Rules 2 and 3 (sequence, parent): the head moved or the push is stale.
-            status = 409 if getattr(e, "rule", None) in (2, 3) else 400
-            raise _HttpError(status, f"block {h}: {e}") from None
-        if ds is not None:
-            for job_kind, obj, size in _objects(block):
-                store = _object_store(ds, job_kind)
-                try:
-                    actual = store.size(obj)
-                except ObjectNotFound:
-                    raise _HttpError(
-                        400, f"{job_kind} object {obj} must be uploaded first"
-                    ) from None
-                if actual != size:
-                    raise _HttpError(400, f"{job_kind} object {obj} has the wrong size")
-        elif _objects(block):
-            raise _HttpError(400, "push the Seed alone first: a new dataset has no objects yet")
-        last_h, last_seq = h, block.sequence_number
-    assert state is not None
-    if state.dataset_id != record.dataset_id:
-        raise _HttpError(403, "head record is not signed by this dataset's key")
-    if last_h != record.head or last_seq != record.sequence_number:
-        raise _HttpError(403, "head record does not name the last pushed block")
-    return _PushPlan(record, raws, state)
-
-
-def _objects(block: Any) -> list[tuple[str, Multihash, int]]:
-    return [(o.kind, o.physical_hash, o.size) for o in referenced_objects(block.event)]
-
-
-def _apply_push(
-    ws: Workspace, store: HeadStore, ds: Dataset | None, plan: _PushPlan, alias: str
-) -> Multihash:
-    record = plan.record
-    new_hashes = {block_hash(r) for r in plan.raws}
-
-    def is_descendant(old: Multihash, _new: Multihash) -> bool:
-        if old in new_hashes:
-            return True
-        return ds is not None and any(h == old for h, _r, _b in ds.iter_blocks())
-
-    held = store.get(record.dataset_id)
-    if held != record:  # the same record again: a retry after a failed append
-        store.accept(record, is_descendant=is_descendant, expected_dataset_id=record.dataset_id)
-    if ds is not None:
-        ds.append_blocks_bytes(plan.raws)
-    else:
-        staging = ws.root / "staging" / f"push-{record.dataset_id.as_multibase()}"
-        install_dataset(ws, open_staging(staging), staging, plan.raws, alias, record.dataset_id)
-    return record.head
-
-
-async def push(request: web.Request) -> web.StreamResponse:
-    cfg = request.app[_CFG]
-    if not cfg.allow_push:
-        return _error(403, "push is disabled on this node")
-    ws = request.app[_WS]
-    ref = _dataset_ref(request)
-    length = request.content_length
-    if length is not None and length > cfg.max_push_body_bytes:
-        return _error(413, f"push body larger than {cfg.max_push_body_bytes} bytes")
-    frames: list[bytes] = []
-    total = 0
-    try:
-        async for frame in iter_frames(request.content):
-            total += len(frame) + FRAME_HEADER.size
-            if total > cfg.max_push_body_bytes:
-                return _error(413, f"push body larger than {cfg.max_push_body_bytes} bytes")
-            frames.append(frame)
-    except (FrameTooLarge, PeerMisbehaved) as e:
-        return _error(400, f"bad push body: {e}")
-    if len(frames) < 2:
-        return _error(400, "a push carries a head record and at least one block")
-    try:
-        record = HeadRecord.from_json(frames[0])
-    except InvalidHeadRecord as e:
-        return _error(403, f"head record refused: {e}")
-    if isinstance(ref, DatasetId) and ref != record.dataset_id:
-        return _error(403, "head record is for another dataset")
-    try:
-        entry = ws.resolve(ref)
-        ds: Dataset | None = ws.get(entry.id)
-    except DatasetNotFound:
-        ds = None
-    if ds is None:
-        if not cfg.allow_push_create:
-            return _error(404, "no such dataset (creation by push is disabled)")
-        alias = ref.as_multibase() if isinstance(ref, DatasetId) else ref
-        alias = request.query.get("alias", alias)
-        try:
-            DatasetAlias.parse(alias)
-        except InvalidName as e:
-            return _error(400, f"invalid alias: {e}")
-        with contextlib.suppress(DatasetNotFound):
-            ws.resolve(record.dataset_id)
-            return _error(409, "dataset exists under another alias")
-    else:
-        alias = ""
-    async with request.app[_PUSH_LOCK]:
-        try:
-            plan = await asyncio.to_thread(_plan_push, ds, record, frames[1:])
-            head = await asyncio.to_thread(_apply_push, ws, request.app[_STORE], ds, plan, alias)
-        except (StaleHead, Equivocation, NotDescendant) as e:
-            return _error(409, str(e))
-        except InvalidHeadRecord as e:
-            return _error(403, str(e))
-        except RefCASFailed as e:
-            return _error(409, f"head moved: {e}")
-        except (DatasetExists, InvalidAlias) as e:
-            return _error(409, str(e))
-    return web.json_response(
-        {"head": head.to_multibase(), "sequenceNumber": record.sequence_number}
-    )
+# -- node routes ----------------------------------------------------------------------------
 
 
 async def ingest(request: web.Request) -> web.StreamResponse:
     cfg = request.app[_CFG]
     if not cfg.allow_ingest:
-        return _error(403, "push ingest is disabled on this node")
-    ds = _open(request)
+        return error_response(403, "push ingest is disabled on this node")
+    ds = open_dataset(request)
     state = ds.state()
-    if state is None or not request.app[_WS].keys.has(state.dataset_id):
+    if state is None or not request.app[SERVER].workspace.keys.has(state.dataset_id):
         # A replica must not grow its own history: only the owner's node ingests.
-        return _error(403, "this node does not own the dataset")
+        return error_response(403, "this node does not own the dataset")
     try:
         from node.ingest.errors import IngestError, SourceNotFound
         from node.ingest.pipeline import ingest as run_ingest
     except ImportError:
-        return _error(501, "push ingest is not available on this node")
+        return error_response(501, "push ingest is not available on this node")
     length = request.content_length
     if length is not None and length > cfg.max_ingest_body_bytes:
-        return _error(413, f"ingest body larger than {cfg.max_ingest_body_bytes} bytes")
+        return error_response(413, f"ingest body larger than {cfg.max_ingest_body_bytes} bytes")
     source_name = request.match_info.get("source")
     media = request.content_type
     input_format = request.query.get("format") or (
@@ -651,7 +235,9 @@ async def ingest(request: web.Request) -> web.StreamResponse:
             async for chunk in request.content.iter_chunked(UPLOAD_CHUNK_SIZE):
                 total += len(chunk)
                 if total > cfg.max_ingest_body_bytes:
-                    return _error(413, f"ingest body larger than {cfg.max_ingest_body_bytes}")
+                    return error_response(
+                        413, f"ingest body larger than {cfg.max_ingest_body_bytes}"
+                    )
                 f.write(chunk)
         try:
             result = await asyncio.to_thread(
@@ -663,11 +249,11 @@ async def ingest(request: web.Request) -> web.StreamResponse:
                 workdir=Path(tmp),
             )
         except SourceNotFound as e:
-            return _error(404, str(e))
+            return error_response(404, str(e))
         except IngestError as e:
-            return _error(400, str(e))
+            return error_response(400, str(e))
         except RefCASFailed as e:
-            return _error(409, f"head moved: {e}")
+            return error_response(409, f"head moved: {e}")
     return web.json_response(
         {
             "oldHead": result.old_head.to_multibase() if result.old_head else None,
@@ -682,7 +268,7 @@ async def ingest(request: web.Request) -> web.StreamResponse:
 
 
 async def api_status(request: web.Request) -> web.StreamResponse:
-    ws = request.app[_WS]
+    ws = request.app[SERVER].workspace
     datasets = await asyncio.to_thread(ws.list)
     doc: dict[str, Any] = {
         "node": "odf-node",
@@ -722,7 +308,9 @@ def _dataset_rows(ws: Workspace, store: HeadStore) -> list[dict[str, Any]]:
 
 
 async def api_datasets(request: web.Request) -> web.StreamResponse:
-    rows = await asyncio.to_thread(_dataset_rows, request.app[_WS], request.app[_STORE])
+    rows = await asyncio.to_thread(
+        _dataset_rows, request.app[SERVER].workspace, request.app[SERVER].head_store
+    )
     return web.json_response(rows)
 
 
@@ -732,10 +320,34 @@ async def api_peers(request: web.Request) -> web.StreamResponse:
 
 
 async def not_found(request: web.Request) -> web.StreamResponse:
-    return _error(404, "not found")
+    return error_response(404, "not found")
 
 
 # -- application ----------------------------------------------------------------------------
+
+
+def _under_dataset(routes: Sequence[Route]) -> tuple[Route, ...]:
+    # Any segment matches; the handlers refuse invalid names with 400 (not 404).
+    return tuple(
+        Route(r.method, prefix + r.path, r.handler)
+        for prefix in ("/{dataset}", "/{account}/{dataset}")
+        for r in routes
+    )
+
+
+#: Every route of the node's own API, the one table `create_app` builds from.
+ROUTES: Final = (
+    Route("GET", "/api/status", api_status),
+    Route("GET", "/api/datasets", api_datasets),
+    Route("GET", "/api/peers", api_peers),
+    *_under_dataset(
+        (
+            *TRANSFER_ROUTES,
+            Route("POST", "/ingest", ingest),
+            Route("POST", "/ingest/{source}", ingest),
+        )
+    ),
+)
 
 
 def _keystore_signer(ws: Workspace) -> Signer:
@@ -773,37 +385,25 @@ def create_app(
         TokenFileError: the workspace's token file is unsafe or malformed.
     """
     app = web.Application(middlewares=[_guard], client_max_size=1 << 20)
-    app[_WS] = workspace
-    app[_CFG] = config = config or HttpApiConfig()
+    config = config or HttpApiConfig()
+    app[_CFG] = config
     token = config.token if config.token is not None else load_or_create_token(workspace.root)
     app[_POLICY] = AccessPolicy.create(token, config.allowed_hosts)
-    app[_STORE] = head_store or HeadStore.for_workspace(workspace.root)
-    app[_HOOKS] = _Hooks(
+    app[SERVER] = TransferServer(
+        workspace=workspace,
+        head_store=head_store or HeadStore.for_workspace(workspace.root),
         signer=signer or _keystore_signer(workspace),
-        peers=peers or (lambda: []),
-        status=status or (lambda: {}),
+        config=config.transfer(),
+        push_lock=asyncio.Lock(),
     )
+    app[_HOOKS] = _Hooks(peers=peers or (lambda: []), status=status or (lambda: {}))
     app[_STARTED] = time.monotonic()
-    app[_PUSH_LOCK] = asyncio.Lock()
-    r = app.router
-    r.add_get("/api/status", api_status)
-    r.add_get("/api/datasets", api_datasets)
-    r.add_get("/api/peers", api_peers)
-    # Any segment matches; `_dataset_ref` refuses invalid names with 400 (not 404).
-    for prefix in ("/{dataset}", "/{account}/{dataset}"):
-        r.add_get(prefix + "/refs/head", get_head)
-        r.add_get(prefix + "/refs/head.sig", get_head_record)
-        r.add_get(prefix + "/refs/{ref}", get_other_ref)
-        r.add_get(prefix + "/blocks", get_blocks_batch)
-        r.add_get(prefix + "/blocks/{hash}", get_block)
-        r.add_get(prefix + "/data/{hash}", get_object)
-        r.add_get(prefix + "/checkpoints/{hash}", get_object)
-        r.add_put(prefix + "/data/{hash}", put_object)
-        r.add_put(prefix + "/checkpoints/{hash}", put_object)
-        r.add_post(prefix + "/push", push)
-        r.add_post(prefix + "/ingest", ingest)
-        r.add_post(prefix + "/ingest/{source}", ingest)
+    for route in ROUTES:
+        if route.method == "GET":  # answers HEAD too (`push_dataset` asks before uploading)
+            app.router.add_get(route.path, route.handler)
+        else:
+            app.router.add_route(route.method, route.path, route.handler)
     if extra_routes is not None:
         extra_routes(app)
-    r.add_route("*", "/{tail:.*}", not_found)
+    app.router.add_route("*", "/{tail:.*}", not_found)
     return app

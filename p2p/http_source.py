@@ -51,7 +51,8 @@ from p2p.errors import (
     TransferTimeout,
 )
 from p2p.head_record import MAX_HEAD_RECORD_BYTES, HeadRecord, sign_head
-from p2p.sync import ObjectKind, _new_objects, first_error
+from p2p.receive import ObjectKind, object_jobs
+from p2p.sync import first_error
 from storage.dataset import Dataset
 from storage.object_store import MAX_BLOCK_SIZE
 from storage.verified import verified_object_path
@@ -525,10 +526,10 @@ async def push_dataset(
             result.bytes_uploaded += size
 
     if new:
-        jobs = {(j.kind, j.hash): j for _h, _raw, b in new for j in _new_objects(b)}
+        jobs = object_jobs(b for _h, _raw, b in new)
         try:
             async with asyncio.TaskGroup() as tg:
-                for j in jobs.values():
+                for j in jobs:
                     tg.create_task(upload(j.kind, j.hash, j.size))
         except BaseExceptionGroup as group:
             raise first_error(group) from None

@@ -1,7 +1,9 @@
 """Verified pull of a dataset from untrusted sources, independent of the transport.
 
 `pull_dataset` replicates a dataset from one or more `ObjectSource` s (HTTP in
-`p2p.http_source`, libp2p in `p2p.libp2p_source`) into a workspace:
+`p2p.http_source`, libp2p in `p2p.libp2p_source`) into a workspace. What it receives
+goes through `p2p.receive`, the receive path an HTTP push takes too; this module
+decides where the bytes come from:
 
 1. **Target head.** From a signed `HeadRecord` when one is given (checked against the
    workspace's `HeadStore` first, so a stale or replayed record costs no download),
@@ -12,8 +14,8 @@
    the record) names *before* it is parsed. A source that serves a wrong block is
    penalised and the walk continues from the same point with the next source.
 3. **Chain rules.** The new blocks are validated, oldest first, on top of the local
-   chain state (`storage.chain.validate_append`): a chain that does not extend the
-   local head is refused (`NotDescendant`).
+   chain state: a chain that does not extend the local head is refused
+   (`NotDescendant`).
 4. **Objects.** Data slices and checkpoints named by the new blocks are downloaded
    in parallel, spread over every live source. Each one is streamed into a
    quarantine file (``.pending-*``) in the dataset's own store directory; it gets its
@@ -23,9 +25,9 @@
 5. **Commit.** The head record (if any) is accepted into the `HeadStore`, then the
    raw block bytes are appended and the head moves once, by compare-and-swap.
 
-A new dataset is assembled in ``.odf/staging/pull-<did>/`` and renamed into
-``datasets/`` when complete. Interrupted pulls resume: objects already stored (in
-the dataset or its staging directory) are not downloaded again.
+A new dataset is assembled in ``.odf/staging/pull-<did>/`` and installed into
+``datasets/`` when complete (`storage.staging`). Interrupted pulls resume: objects
+already stored (in the dataset or its staging directory) are not downloaded again.
 
 Nothing unverified is ever visible under an object name, and the head never points
 at a block whose objects are missing.
@@ -35,22 +37,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import fcntl
-import hashlib
-import os
-import shutil
-import time
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Final, Literal, Protocol
+from typing import Final, Protocol
 
-from fbs.codec import block_hash, decode_block
-from fbs.did import DatasetAlias, DatasetId
-from fbs.errors import FbsError, MalformedBlock
-from fbs.model import MetadataBlock
+from fbs.did import DatasetId
 from fbs.multiformats import Multihash
-from fbs.rules import referenced_objects
 from p2p.errors import (
     InvalidHeadRecord,
     NotDescendant,
@@ -60,19 +53,26 @@ from p2p.errors import (
 )
 from p2p.head_record import HeadRecord
 from p2p.head_store import HeadStore
-from storage.chain import ChainState, validate_append
-from storage.dataset import Dataset
-from storage.errors import (
-    DatasetExists,
-    DatasetNotFound,
-    InvalidAlias,
-    InvalidAppend,
-    ObjectNotFound,
-    StorageError,
+from p2p.receive import (
+    ObjectJob,
+    ObjectKind,
+    ReceivedBlock,
+    accept_head_record,
+    accept_object,
+    check_record,
+    commit_received,
+    object_jobs,
+    object_store,
+    receive_block,
+    stored_size,
+    validate_chain,
 )
-from storage.fsutil import OBJECT_MODE, ensure_dir, pending_name
+from storage.chain import ChainState
+from storage.dataset import Dataset
+from storage.errors import DatasetExists, DatasetNotFound, StorageError
 from storage.layout import DatasetLayout
-from storage.object_store import MAX_BLOCK_SIZE, DiskObjectStore
+from storage.object_store import DiskObjectStore
+from storage.staging import open_staging, staging_lock
 from storage.workspace import Workspace
 
 __all__ = [
@@ -84,12 +84,8 @@ __all__ = [
     "ObjectSource",
     "PullResult",
     "first_error",
-    "install_dataset",
-    "open_staging",
     "pull_dataset",
 ]
-
-ObjectKind = Literal["data", "checkpoint"]
 
 #: Most new blocks one pull accepts (they are held in memory until validated).
 MAX_PULL_BLOCKS: Final = 1_000_000
@@ -101,7 +97,8 @@ DEFAULT_OBJECTS_PER_SOURCE: Final = 4
 MAX_SOURCE_STRIKES: Final = 3
 #: Staging directory name prefix for datasets being cloned (``staging/pull-<did>``).
 STAGING_PREFIX: Final = "pull-"
-_HASH_CHUNK: Final = 1 << 20
+#: How long a pull waits for another pull of the same new dataset to finish.
+STAGING_LOCK_TIMEOUT_S: Final = 600.0
 
 
 class ObjectSource(Protocol):
@@ -195,13 +192,6 @@ class PullResult:
         return self.old_head == self.new_head
 
 
-@dataclass(frozen=True, slots=True)
-class _ObjectJob:
-    kind: ObjectKind
-    hash: Multihash
-    size: int
-
-
 class _Sources:
     """Live sources with strikes; spreads work and drops misbehaving peers."""
 
@@ -247,70 +237,234 @@ def _parallel_objects(source: ObjectSource, default: int) -> int:
     return max(1, default)
 
 
-def _new_objects(block: MetadataBlock) -> list[_ObjectJob]:
-    return [_ObjectJob(o.kind, o.physical_hash, o.size) for o in referenced_objects(block.event)]
+def _source_list(source: ObjectSource | Sequence[ObjectSource]) -> list[ObjectSource]:
+    srcs: list[ObjectSource] = list(source) if isinstance(source, Sequence) else [source]
+    if not srcs:
+        raise PeerUnavailable("no sources given")
+    return srcs
 
 
-def _store(layout: DatasetLayout, kind: ObjectKind) -> DiskObjectStore:
-    return layout.data if kind == "data" else layout.checkpoints
+# -- the local side ---------------------------------------------------------------------------
 
 
-def _present(store: DiskObjectStore, job: _ObjectJob) -> bool:
+@dataclass(slots=True)
+class _Local:
+    """What the workspace holds of the dataset being pulled."""
+
+    dataset_id: DatasetId | None
+    alias: str | None
+    ds: Dataset | None
+    state: ChainState | None
+    #: The held head record is offered again: an interrupted pull resumes.
+    resuming: bool = False
+
+    @property
+    def head(self) -> Multihash | None:
+        return self.state.head if self.state is not None else None
+
+
+def _resolve_local(
+    ws: Workspace, dataset_id: DatasetId | None, alias: str | None
+) -> tuple[Dataset | None, str | None]:
+    ref: DatasetId | str | None = dataset_id if dataset_id is not None else alias
+    if ref is None:
+        return None, None
     try:
-        return store.size(job.hash) == job.size
-    except (ObjectNotFound, StorageError):
-        return False
+        entry = ws.resolve(ref)
+        return ws.get(entry.id), entry.alias
+    except DatasetNotFound:
+        return None, alias
 
 
-def _hash_file(path: Path) -> bytes:
-    hasher = hashlib.sha3_256()
-    with open(path, "rb") as f:
-        while chunk := f.read(_HASH_CHUNK):
-            hasher.update(chunk)
-    return hasher.digest()
+def _local_side(
+    ws: Workspace,
+    dataset_id: DatasetId | None,
+    alias: str | None,
+    record: HeadRecord | None,
+    store: HeadStore,
+    require_signed: bool,
+) -> _Local:
+    """The local copy (if any), after checking ``record`` against it and the store.
+
+    Raises:
+        InvalidHeadRecord / StaleHead / Equivocation: see `pull_dataset`.
+        DatasetExists: the local dataset is another one.
+    """
+    if record is not None:
+        record.verify()
+        if dataset_id is not None and record.dataset_id != dataset_id:
+            raise InvalidHeadRecord(f"head record is for {record.dataset_id}, not {dataset_id}")
+        dataset_id = record.dataset_id
+    ds, local_alias = _resolve_local(ws, dataset_id, alias)
+    state = ds.state() if ds is not None else None
+    if state is not None:
+        if dataset_id is not None and state.dataset_id != dataset_id:
+            raise DatasetExists(f"local dataset {local_alias} is {state.dataset_id}")
+        dataset_id = state.dataset_id
+    local = _Local(dataset_id, local_alias, ds, state)
+    if record is None:
+        if require_signed or (dataset_id is not None and store.get(dataset_id) is not None):
+            raise InvalidHeadRecord("refusing an unsigned head: a signed head record is required")
+    elif local.head != record.head:
+        # The held record itself is offered again after an interrupted pull: that is a
+        # resume (the high-water mark was already moved), not a replay.
+        local.resuming = store.get(record.dataset_id) == record
+        if not local.resuming:
+            store.check(record, expected_dataset_id=dataset_id)
+    return local
 
 
-def _publish(quarantine: Path, final: Path) -> None:
-    """Make a verified quarantine file durable and give it its name."""
-    fd = os.open(quarantine, os.O_RDONLY | os.O_CLOEXEC)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.chmod(quarantine, OBJECT_MODE)
-    os.replace(quarantine, final)
-    dfd = os.open(final.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    try:
-        os.fsync(dfd)
-    finally:
-        os.close(dfd)
+def _check_new_chain(
+    local: _Local, state: ChainState, record: HeadRecord | None, store: HeadStore
+) -> None:
+    """The validated remote chain is the dataset asked for, at the head signed for it.
+
+    Raises:
+        PeerMisbehaved: the chain is of another dataset.
+        InvalidHeadRecord: the record names another block, or the chain is unsigned
+            where signed heads are held.
+    """
+    did = state.dataset_id
+    if local.dataset_id is not None and did != local.dataset_id:
+        raise PeerMisbehaved(f"the remote chain belongs to {did}, not {local.dataset_id}")
+    if record is not None:
+        check_record(record, state)
+    elif store.get(did) is not None:
+        raise InvalidHeadRecord(f"{did} has signed heads; refusing an unsigned head")
+
+
+def _clone_alias(ws: Workspace, did: DatasetId, alias: str | None) -> str:
+    """The alias a clone gets, once neither the dataset nor the alias exists locally.
+
+    Raises:
+        DatasetExists: the dataset exists under another alias, or the alias is taken.
+    """
+    with contextlib.suppress(DatasetNotFound):
+        entry = ws.resolve(did)
+        raise DatasetExists(f"dataset {did} exists locally as {entry.alias}; pull it by that alias")
+    alias = alias or did.as_multibase()
+    with contextlib.suppress(DatasetNotFound):
+        other = ws.resolve(alias)
+        raise DatasetExists(f"alias {alias} is taken by {other.id}")
+    return alias
+
+
+# -- blocks -----------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class _ChainWalk:
+    """Progress of the walk from the target head back to the local head."""
+
+    local: ChainState | None
+    expected: Multihash | None
+    blocks: list[ReceivedBlock] = field(default_factory=list)
+    total_bytes: int = 0
+
+    @property
+    def done(self) -> bool:
+        return self.expected is None or self.expected == self.local_head
+
+    @property
+    def local_head(self) -> Multihash | None:
+        return self.local.head if self.local is not None else None
+
+    def take(self, raws: list[bytes]) -> bool:
+        """Check and keep the blocks of one answer; whether any was new.
+
+        Raises:
+            PeerMisbehaved: a wrong, undecodable or misnumbered block, or the limits.
+            NotDescendant: the remote chain passes the local head's height without it.
+        """
+        progressed = False
+        for raw in raws:
+            if self.done:
+                break  # the source sent more than asked; ignore the rest
+            self._take_one(receive_block(raw, self.expected))
+            progressed = True
+        return progressed
+
+    def _take_one(self, b: ReceivedBlock) -> None:
+        seq = b.block.sequence_number
+        if self.blocks and seq != self.blocks[-1].block.sequence_number - 1:
+            raise PeerMisbehaved(f"block {b.hash} breaks the sequence numbering")
+        if self.local is not None and seq <= self.local.sequence_number:
+            raise NotDescendant(
+                f"the remote chain does not contain the local head {self.local_head} "
+                f"(reached sequence number {seq})"
+            )
+        self.blocks.append(b)
+        self.total_bytes += len(b.raw)
+        if len(self.blocks) > MAX_PULL_BLOCKS or self.total_bytes > MAX_PULL_BLOCK_BYTES:
+            raise PeerMisbehaved("the new chain exceeds the pull limits")
+        self.expected = b.block.prev_block_hash
+        if self.expected is None and self.local is not None:
+            raise NotDescendant(f"the remote chain does not contain {self.local_head}")
+
+
+async def _fetch_chain(
+    sources: _Sources, target: Multihash, local: ChainState | None
+) -> list[ReceivedBlock]:
+    """New blocks from ``target`` back to the local head, verified by hash, newest first."""
+    walk = _ChainWalk(local, target)
+    tried_here: set[int] = set()
+    while not walk.done:
+        i = sources.pick(tried_here)
+        if i is None:
+            raise PeerUnavailable(f"no source left that serves block {walk.expected}")
+        assert walk.expected is not None
+        try:
+            raws = await sources.all[i].get_blocks(walk.expected, walk.local_head)
+            if not raws:
+                raise PeerMisbehaved(f"returned no blocks for {walk.expected}")
+            progressed = walk.take(raws)
+        except PeerMisbehaved as e:
+            sources.penalise(i, str(e), fatal=True)
+            tried_here.add(i)
+            continue
+        except (TransferError, PeerUnavailable) as e:
+            sources.penalise(i, f"{type(e).__name__}: {e}", fatal=False)
+            tried_here.add(i)
+            continue
+        if progressed:
+            tried_here = set()  # a new position: every live source may serve it
+    return walk.blocks
+
+
+async def _first_head(sources: _Sources) -> Multihash:
+    tried: set[int] = set()
+    while (i := sources.pick(tried)) is not None:
+        tried.add(i)
+        try:
+            head = await sources.all[i].get_head()
+        except (TransferError, PeerUnavailable, PeerMisbehaved) as e:
+            sources.penalise(i, f"{type(e).__name__}: {e}", fatal=False)
+            continue
+        if head is not None:
+            return head
+    raise PeerUnavailable("no source has a head for this dataset")
+
+
+# -- objects ----------------------------------------------------------------------------------
 
 
 async def _fetch_object(
-    job: _ObjectJob, sources: _Sources, store: DiskObjectStore, result: PullResult
+    job: ObjectJob, sources: _Sources, store: DiskObjectStore, result: PullResult
 ) -> None:
     tried: set[int] = set()
-    final = store.path_of(job.hash)
     while True:
         i = sources.pick(tried)
         if i is None:
             raise PeerUnavailable(f"no source left that serves {job.kind} object {job.hash}")
         tried.add(i)
-        src = sources.all[i]
-        quarantine = store.root / pending_name()
+        # No await between pick and in_flight: the next pick must see this one.
+        quarantine = store.quarantine_path()
         sources.in_flight[i] += 1
         try:
-            digest = await src.get_object(job.kind, job.hash, quarantine, expected_size=job.size)
-            size = os.stat(quarantine).st_size
-            if size != job.size:
-                raise PeerMisbehaved(
-                    f"{job.kind} object {job.hash}: got {size} bytes, the block declares {job.size}"
-                )
-            if digest is None:
-                digest = await asyncio.to_thread(_hash_file, quarantine)
-            if digest != job.hash.digest:
-                raise PeerMisbehaved(f"{job.kind} object {job.hash}: content hash mismatch")
-            await asyncio.to_thread(_publish, quarantine, final)
+            digest = await sources.all[i].get_object(
+                job.kind, job.hash, quarantine, expected_size=job.size
+            )
+            await asyncio.to_thread(accept_object, store, job, quarantine, digest)
         except PeerMisbehaved as e:
             sources.penalise(i, str(e), fatal=True)
             continue
@@ -326,110 +480,116 @@ async def _fetch_object(
         return
 
 
-async def _fetch_chain(
+async def _fetch_objects(
+    layout: DatasetLayout,
+    blocks: Sequence[ReceivedBlock],
     sources: _Sources,
-    target: Multihash,
-    local: ChainState | None,
-) -> list[tuple[Multihash, bytes, MetadataBlock]]:
-    """New blocks from ``target`` back to the local head, verified by hash, newest first."""
-    local_head = local.head if local is not None else None
-    out: list[tuple[Multihash, bytes, MetadataBlock]] = []
-    total_bytes = 0
-    expected: Multihash | None = target
-    prev_seq: int | None = None
-    tried_here: set[int] = set()
-    while expected is not None and expected != local_head:
-        i = sources.pick(tried_here)
-        if i is None:
-            raise PeerUnavailable(f"no source left that serves block {expected}")
+    result: PullResult,
+    say: Callable[[str], None],
+) -> None:
+    """Store every object the new blocks name that ``layout`` does not hold yet."""
+    todo = []
+    for job in object_jobs(b.block for b in blocks):
+        if stored_size(layout, job) == job.size:
+            result.objects_present += 1
+        else:
+            todo.append(job)
+    say(f"fetching {len(todo)} object(s) ({sum(j.size for j in todo)} bytes)")
+    if not todo:
+        return
+    limit = asyncio.Semaphore(sources.total_capacity())
+    # Largest first: the long transfers start early and small ones fill the gaps.
+    todo.sort(key=lambda j: j.size, reverse=True)
+
+    async def run(job: ObjectJob) -> None:
+        async with limit:
+            await _fetch_object(job, sources, object_store(layout, job.kind), result)
+
+    try:
+        async with asyncio.TaskGroup() as tg:
+            for job in todo:
+                tg.create_task(run(job))
+    except BaseExceptionGroup as group:
+        raise first_error(group) from None
+
+
+# -- the pull ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class _Received:
+    """A verified new chain and where it goes."""
+
+    local: _Local
+    blocks: list[ReceivedBlock]
+    state: ChainState
+    record: HeadRecord | None
+
+
+async def _receive_update(
+    ws: Workspace,
+    new: _Received,
+    sources: _Sources,
+    store: HeadStore,
+    result: PullResult,
+    say: Callable[[str], None],
+) -> None:
+    """Objects into the local dataset, then the record, then the blocks."""
+    ds = new.local.ds
+    assert ds is not None
+    await _fetch_objects(ds.layout, new.blocks, sources, result, say)
+    _accept(new, store, result)
+    await asyncio.to_thread(commit_received, ws, new.blocks, local=ds)
+
+
+async def _receive_clone(
+    ws: Workspace,
+    new: _Received,
+    sources: _Sources,
+    store: HeadStore,
+    result: PullResult,
+    say: Callable[[str], None],
+) -> None:
+    """A new dataset: assembled in its staging directory and installed whole."""
+    did = new.state.dataset_id
+    name = f"{STAGING_PREFIX}{did.as_multibase()}"
+    lock = await asyncio.to_thread(staging_lock, ws, name)
+    if not await lock.acquire_async(STAGING_LOCK_TIMEOUT_S):
+        raise TransferError(
+            f"another pull of this dataset has held {lock.path.name} for "
+            f"{STAGING_LOCK_TIMEOUT_S:.0f} s"
+        )
+    try:
+        if await asyncio.to_thread(_has_head, ws, did, new.state.head):
+            # Another pull of the same dataset (e.g. the node resuming a half-pulled
+            # clone) installed it while we waited for the lock: nothing left to do.
+            return
+        staged = await asyncio.to_thread(open_staging, ws, name)
+        await _fetch_objects(staged.layout, new.blocks, sources, result, say)
+        _accept(new, store, result)
         try:
-            raws = await sources.all[i].get_blocks(expected, local_head)
-            if not raws:
-                raise PeerMisbehaved(f"returned no blocks for {expected}")
-        except PeerMisbehaved as e:
-            sources.penalise(i, str(e), fatal=True)
-            tried_here.add(i)
-            continue
-        except (TransferError, PeerUnavailable) as e:
-            sources.penalise(i, f"{type(e).__name__}: {e}", fatal=False)
-            tried_here.add(i)
-            continue
-        progressed = False
-        try:
-            for raw in raws:
-                if expected is None or expected == local_head:
-                    break  # the source sent more than asked; ignore the rest
-                if not isinstance(raw, bytes) or len(raw) > MAX_BLOCK_SIZE:
-                    raise PeerMisbehaved("a block larger than MAX_BLOCK_SIZE")
-                h = block_hash(raw)  # hash before parse
-                if h != expected:
-                    raise PeerMisbehaved(f"served block {h} when {expected} was asked for")
-                try:
-                    block = decode_block(raw)
-                except MalformedBlock as e:
-                    raise PeerMisbehaved(f"block {h} does not decode: {e}") from None
-                if prev_seq is not None and block.sequence_number != prev_seq - 1:
-                    raise PeerMisbehaved(f"block {h} breaks the sequence numbering")
-                if local is not None and block.sequence_number <= local.sequence_number:
-                    raise NotDescendant(
-                        f"the remote chain does not contain the local head {local_head} "
-                        f"(reached sequence number {block.sequence_number})"
-                    )
-                out.append((h, raw, block))
-                progressed = True
-                total_bytes += len(raw)
-                if len(out) > MAX_PULL_BLOCKS or total_bytes > MAX_PULL_BLOCK_BYTES:
-                    raise PeerMisbehaved("the new chain exceeds the pull limits")
-                prev_seq = block.sequence_number
-                expected = block.prev_block_hash
-                if expected is None and local is not None:
-                    raise NotDescendant(f"the remote chain does not contain {local_head}")
-        except PeerMisbehaved as e:
-            sources.penalise(i, str(e), fatal=True)
-            tried_here.add(i)
-            continue
-        if progressed:
-            tried_here = set()  # a new position: every live source may serve it
-    return out
+            await asyncio.to_thread(
+                commit_received,
+                ws,
+                new.blocks,
+                local=None,
+                staged=staged,
+                alias=result.alias,
+                dataset_id=did,
+            )
+        except DatasetExists:
+            # Another pull of the same dataset (e.g. the node's resume of a half-pulled
+            # clone) finished first; fine if it reached the same verified head.
+            if not await asyncio.to_thread(_has_head, ws, did, new.state.head):
+                raise
+    finally:
+        lock.release()
 
 
-def _validate(
-    new_blocks: list[tuple[Multihash, bytes, MetadataBlock]], local: ChainState | None
-) -> ChainState:
-    state = local
-    for h, _raw, block in new_blocks:
-        try:
-            state = validate_append(state, block, h)
-        except InvalidAppend as e:
-            raise PeerMisbehaved(f"the remote chain breaks a rule at {h}: {e}") from None
-    assert state is not None
-    return state
-
-
-def _chain_contains(ds: Dataset | None, new_hashes: set[Multihash], h: Multihash) -> bool:
-    if h in new_hashes:
-        return True
-    if ds is None:
-        return False
-    return any(bh == h for bh, _raw, _block in ds.iter_blocks())
-
-
-def _resolve_local(
-    ws: Workspace, dataset_id: DatasetId | None, alias: str | None
-) -> tuple[Dataset | None, str | None]:
-    if dataset_id is not None:
-        try:
-            entry = ws.resolve(dataset_id)
-            return ws.get(entry.id), entry.alias
-        except DatasetNotFound:
-            return None, alias
-    if alias is not None:
-        try:
-            entry = ws.resolve(alias)
-            return ws.get(entry.id), entry.alias
-        except DatasetNotFound:
-            return None, alias
-    return None, None
+def _accept(new: _Received, store: HeadStore, result: PullResult) -> None:
+    if new.record is not None and not new.local.resuming:
+        accept_head_record(store, new.record, new.local.ds, new.blocks)
+    result.head_record = new.record
 
 
 async def pull_dataset(
@@ -468,179 +628,34 @@ async def pull_dataset(
         DatasetExists: ``alias`` names another local dataset.
         RefCASFailed: the local head moved during the pull (nothing was lost: run again).
     """
-    srcs: list[ObjectSource] = list(source) if isinstance(source, Sequence) else [source]
-    if not srcs:
-        raise PeerUnavailable("no sources given")
+    srcs = _source_list(source)
     store = head_store if head_store is not None else HeadStore.for_workspace(ws.root)
     say = on_progress or (lambda _msg: None)
-    if head_record is not None:
-        head_record.verify()
-        if dataset_id is not None and head_record.dataset_id != dataset_id:
-            raise InvalidHeadRecord(
-                f"head record is for {head_record.dataset_id}, not {dataset_id}"
-            )
-        dataset_id = head_record.dataset_id
-    local_ds, local_alias = _resolve_local(ws, dataset_id, alias)
-    local_state = local_ds.state() if local_ds is not None else None
-    if local_state is not None:
-        if dataset_id is not None and local_state.dataset_id != dataset_id:
-            raise DatasetExists(f"local dataset {local_alias} is {local_state.dataset_id}")
-        dataset_id = local_state.dataset_id
-
-    penalties: dict[str, list[str]] = {}
-    sources = _Sources(srcs, penalties, objects_per_source)
-    resuming = False
-    if head_record is not None and local_state is not None and local_state.head == head_record.head:
-        pass  # already there: nothing to check or fetch
-    elif head_record is not None:
-        held = store.get(head_record.dataset_id)
-        # The held record itself is offered again after an interrupted pull: that is a
-        # resume (the high-water mark was already moved), not a replay.
-        resuming = held == head_record and (
-            local_state is None or local_state.head != head_record.head
-        )
-        if not resuming:
-            store.check(head_record, expected_dataset_id=dataset_id)
-    else:
-        if require_signed or (dataset_id is not None and store.get(dataset_id) is not None):
-            raise InvalidHeadRecord("refusing an unsigned head: a signed head record is required")
+    local = _local_side(ws, dataset_id, alias, head_record, store, require_signed)
+    sources = _Sources(srcs, {}, objects_per_source)
     target = head_record.head if head_record is not None else await _first_head(sources)
-
-    old_head = local_state.head if local_state is not None else None
-    if target == old_head:
-        assert dataset_id is not None and local_alias is not None
-        return PullResult(dataset_id, local_alias, old_head, target, penalties=penalties)
-
-    say(f"fetching blocks {target.short()} back to {old_head.short() if old_head else 'Seed'}")
-    new_blocks = await _fetch_chain(sources, target, local_state)
-    new_blocks.reverse()
-    final_state = _validate(new_blocks, local_state)
-    did = final_state.dataset_id
-    if dataset_id is not None and did != dataset_id:
-        raise PeerMisbehaved(f"the remote chain belongs to {did}, not {dataset_id}")
-    if head_record is not None and head_record.sequence_number != final_state.sequence_number:
-        raise InvalidHeadRecord(
-            f"head record says sequence {head_record.sequence_number}, "
-            f"the chain has {final_state.sequence_number}"
+    if target == local.head:
+        assert local.dataset_id is not None and local.alias is not None
+        return PullResult(
+            local.dataset_id, local.alias, target, target, penalties=sources.penalties
         )
-    if head_record is None and store.get(did) is not None:
-        raise InvalidHeadRecord(f"{did} has signed heads; refusing an unsigned head")
 
-    if local_ds is None:
-        # A clone: maybe the dataset exists under another alias (found by DID now).
-        with contextlib.suppress(DatasetNotFound):
-            entry = ws.resolve(did)
-            raise DatasetExists(
-                f"dataset {did} exists locally as {entry.alias}; pull it by that alias"
-            )
-        local_alias = local_alias or did.as_multibase()
-        with contextlib.suppress(DatasetNotFound):
-            other = ws.resolve(local_alias)
-            raise DatasetExists(f"alias {local_alias} is taken by {other.id}")
-    assert local_alias is not None
-    result = PullResult(did, local_alias, old_head, final_state.head, penalties=penalties)
-    result.blocks_fetched = len(new_blocks)
-
-    lock_path = ws.root / "staging" / f"{STAGING_PREFIX}{did.as_multibase()}.lock"
-    async with _staging_lock(lock_path) if local_ds is None else contextlib.nullcontext():
-        if local_ds is None and await asyncio.to_thread(_has_head, ws, did, final_state.head):
-            # Another pull of the same dataset (e.g. the node resuming a half-pulled
-            # clone) installed it while we waited for the lock: nothing left to do.
-            result.dropped = list(sources.dropped)
-            return result
-        staging: Path | None = None
-        if local_ds is None:
-            staging = ws.root / "staging" / f"{STAGING_PREFIX}{did.as_multibase()}"
-            target_ds = await asyncio.to_thread(open_staging, staging)
-        else:
-            target_ds = local_ds
-        layout = target_ds.layout
-
-        jobs: dict[tuple[str, Multihash], _ObjectJob] = {}
-        for _h, _raw, block in new_blocks:
-            for job in _new_objects(block):
-                jobs.setdefault((job.kind, job.hash), job)
-        todo = []
-        for job in jobs.values():
-            if _present(_store(layout, job.kind), job):
-                result.objects_present += 1
-            else:
-                todo.append(job)
-        say(f"fetching {len(todo)} object(s) ({sum(j.size for j in todo)} bytes)")
-        if todo:
-            for kind in ("data", "checkpoint"):
-                ensure_dir(_store(layout, kind).root)
-            limit = asyncio.Semaphore(sources.total_capacity())
-            # Largest first: the long transfers start early and small ones fill the gaps.
-            todo.sort(key=lambda j: j.size, reverse=True)
-
-            async def run(job: _ObjectJob) -> None:
-                async with limit:
-                    await _fetch_object(job, sources, _store(layout, job.kind), result)
-
-            try:
-                async with asyncio.TaskGroup() as tg:
-                    for job in todo:
-                        tg.create_task(run(job))
-            except BaseExceptionGroup as group:
-                raise first_error(group) from None
-
-        if head_record is not None and not resuming:
-            new_hashes = {h for h, _raw, _b in new_blocks}
-            store.accept(
-                head_record,
-                expected_dataset_id=did,
-                is_descendant=lambda old, _new: _chain_contains(local_ds, new_hashes, old),
-            )
-        result.head_record = head_record
-        raws = [raw for _h, raw, _b in new_blocks]
-        if staging is None:
-            await asyncio.to_thread(target_ds.append_blocks_bytes, raws)
-        else:
-            try:
-                await asyncio.to_thread(
-                    install_dataset, ws, target_ds, staging, raws, local_alias, did
-                )
-            except DatasetExists:
-                # Another pull of the same dataset (e.g. the node's resume of a half-pulled
-                # clone) finished first; fine if it reached the same verified head.
-                if not await asyncio.to_thread(_has_head, ws, did, final_state.head):
-                    raise
+    say(f"fetching blocks {target.short()} back to {local.head.short() if local.head else 'Seed'}")
+    blocks = await _fetch_chain(sources, target, local.state)
+    blocks.reverse()
+    state = validate_chain(blocks, local.state)
+    _check_new_chain(local, state, head_record, store)
+    did = state.dataset_id
+    new_alias = local.alias if local.ds is not None else _clone_alias(ws, did, local.alias)
+    assert new_alias is not None
+    result = PullResult(did, new_alias, local.head, state.head, penalties=sources.penalties)
+    result.blocks_fetched = len(blocks)
+    new = _Received(local, blocks, state, head_record)
+    receive = _receive_update if local.ds is not None else _receive_clone
+    await receive(ws, new, sources, store, result, say)
     result.dropped = list(sources.dropped)
-    say(f"{local_alias}: head {final_state.head} ({result.blocks_fetched} new blocks)")
+    say(f"{new_alias}: head {state.head} ({result.blocks_fetched} new blocks)")
     return result
-
-
-#: How long a pull waits for another pull of the same new dataset to finish.
-STAGING_LOCK_TIMEOUT_S: Final = 600.0
-_STAGING_LOCK_POLL_S: Final = 0.05
-
-
-@contextlib.asynccontextmanager
-async def _staging_lock(path: Path) -> AsyncIterator[None]:
-    """Exclusive lock of one dataset's staging area across processes (daemon and CLI).
-
-    Two pulls cloning the same dataset would otherwise reset each other's staging
-    directory. `flock` is released by the kernel if the holder dies, so no lock goes stale.
-    """
-    ensure_dir(path.parent)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
-    try:
-        deadline = time.monotonic() + STAGING_LOCK_TIMEOUT_S
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() > deadline:
-                    raise TransferError(
-                        f"another pull of this dataset has held {path.name} for "
-                        f"{STAGING_LOCK_TIMEOUT_S:.0f} s"
-                    ) from None
-                await asyncio.sleep(_STAGING_LOCK_POLL_S)
-        yield
-    finally:
-        os.close(fd)
 
 
 def _has_head(ws: Workspace, did: DatasetId, head: Multihash) -> bool:
@@ -656,66 +671,3 @@ def first_error(group: BaseExceptionGroup[BaseException]) -> BaseException:
     while isinstance(exc, BaseExceptionGroup):
         exc = exc.exceptions[0]
     return exc
-
-
-async def _first_head(sources: _Sources) -> Multihash:
-    tried: set[int] = set()
-    while (i := sources.pick(tried)) is not None:
-        tried.add(i)
-        try:
-            head = await sources.all[i].get_head()
-        except (TransferError, PeerUnavailable, PeerMisbehaved) as e:
-            sources.penalise(i, f"{type(e).__name__}: {e}", fatal=False)
-            continue
-        if head is not None:
-            return head
-    raise PeerUnavailable("no source has a head for this dataset")
-
-
-def open_staging(staging: Path) -> Dataset:
-    """The staging dataset of a new dataset, reset if an earlier attempt left blocks in it.
-
-    Objects already staged are kept (resume).
-    """
-    layout = DatasetLayout(staging)
-    if layout.exists() and layout.refs.get_or_none("head") is not None:
-        # A crash after appending but before the rename: objects stay, blocks go.
-        shutil.rmtree(layout.refs_dir, ignore_errors=True)
-        shutil.rmtree(layout.blocks_dir, ignore_errors=True)
-    ensure_dir(staging.parent)
-    return Dataset.create(layout)
-
-
-def install_dataset(
-    ws: Workspace,
-    ds: Dataset,
-    staging: Path,
-    raws: list[bytes],
-    alias: str,
-    did: DatasetId,
-) -> None:
-    """Append verified blocks to a staging dataset and rename it into ``datasets/``.
-
-    Raises:
-        InvalidAlias: unusable ``alias``.
-        DatasetExists: the dataset appeared meanwhile.
-        InvalidAppend / ObjectNotFound: blocks that do not apply (see
-            `Dataset.append_blocks_bytes`).
-    """
-    try:
-        DatasetAlias.parse(alias)
-    except FbsError as e:
-        raise InvalidAlias(f"unusable alias {alias!r}: {e}") from None
-    ds.append_blocks_bytes(raws)
-    ds.layout.write_alias(alias)
-    final = ws.datasets_dir / did.as_multibase()
-    if final.exists():
-        raise DatasetExists(f"dataset {did} appeared locally during the pull")
-    ensure_dir(ws.datasets_dir)
-    os.replace(staging, final)
-    dfd = os.open(ws.datasets_dir, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    try:
-        os.fsync(dfd)
-    finally:
-        os.close(dfd)
-    ws.rebuild_index()

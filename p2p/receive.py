@@ -1,0 +1,289 @@
+"""The one receive path: how anything that arrives from outside enters a workspace.
+
+A libp2p pull, an HTTP pull and an HTTP push all receive the same things, blocks, the
+objects those blocks name and maybe a signed head record, and all of them go through
+these steps, in this order:
+
+1. **Blocks** (`receive_block`): each raw block is size-capped and hashed *before* it
+   is parsed; a block that is not what its successor (or the record) names, or does
+   not decode, is refused.
+2. **Chain** (`validate_chain`): the new blocks, oldest first, must extend the local
+   chain state by the chain rules (`storage.chain.validate_append`); a signed record
+   must name the chain's last block (`check_record`).
+3. **Objects** (`accept_object`): every object is streamed by the transport into a
+   quarantine file of its store; it gets its name (`ObjectStore.adopt`) only after its
+   size and SHA3-256 matched what the block declares.
+4. **Commit** (`commit_received`): the head record (if any) is accepted into the
+   `HeadStore`, then the raw blocks are appended and the head moves once, by
+   compare-and-swap; a dataset the workspace did not have is assembled in
+   ``staging/`` and installed whole (`storage.staging`).
+
+Nothing unverified is ever visible under an object name, and the head never points
+at a block whose objects are missing. The callers (`p2p.sync.pull_dataset`,
+`p2p.http_server`) decide only where the bytes come from and how a refusal is reported.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final, Literal
+
+from fbs.codec import block_hash, decode_block
+from fbs.did import DatasetId
+from fbs.errors import MalformedBlock
+from fbs.model import MetadataBlock
+from fbs.multiformats import Multihash
+from fbs.rules import referenced_objects
+from p2p.errors import InvalidHeadRecord, PeerMisbehaved
+from p2p.head_record import HeadRecord
+from p2p.head_store import HeadStore
+from storage.chain import ChainState, validate_append
+from storage.dataset import Dataset
+from storage.errors import InvalidAppend, ObjectNotFound, StorageError
+from storage.layout import DatasetLayout
+from storage.object_store import MAX_BLOCK_SIZE, DiskObjectStore
+from storage.staging import install_staged
+from storage.workspace import Workspace
+
+__all__ = [
+    "ChainRuleBroken",
+    "ObjectJob",
+    "ObjectKind",
+    "ReceivedBlock",
+    "accept_head_record",
+    "accept_object",
+    "check_record",
+    "commit_received",
+    "hash_file",
+    "object_jobs",
+    "object_store",
+    "receive_block",
+    "stored_size",
+    "validate_chain",
+]
+
+ObjectKind = Literal["data", "checkpoint"]
+
+_HASH_CHUNK: Final = 1 << 20
+
+
+@dataclass(frozen=True, slots=True)
+class ReceivedBlock:
+    """A block from outside whose bytes hash to `hash` and decode to `block`."""
+
+    hash: Multihash
+    raw: bytes
+    block: MetadataBlock
+
+
+@dataclass(frozen=True, slots=True)
+class ObjectJob:
+    """An object a block names: its kind, physical hash and declared size."""
+
+    kind: ObjectKind
+    hash: Multihash
+    size: int
+
+
+class ChainRuleBroken(PeerMisbehaved):
+    """Received blocks that do not extend the local chain by the chain rules.
+
+    Attributes:
+        block: the first block that breaks a rule.
+        error: the rule's refusal (`InvalidAppend`; its ``rule`` names the rule).
+    """
+
+    def __init__(self, block: Multihash, error: InvalidAppend) -> None:
+        super().__init__(f"the remote chain breaks a rule at {block}: {error}")
+        self.block = block
+        self.error = error
+
+    @property
+    def head_moved(self) -> bool:
+        """Whether the refusal is of sequence or parent (rules 2, 3): a stale sender."""
+        return getattr(self.error, "rule", None) in (2, 3)
+
+
+# -- 1. blocks --------------------------------------------------------------------------------
+
+
+def receive_block(raw: bytes, expected: Multihash | None = None) -> ReceivedBlock:
+    """Hash a block from outside (before parsing it), then decode it.
+
+    Args:
+        raw: the bytes as received.
+        expected: the hash the block must have (its successor's parent, the head),
+            or ``None`` when anything is welcome (a push names its blocks by content).
+
+    Raises:
+        PeerMisbehaved: larger than `MAX_BLOCK_SIZE`, another hash than ``expected``,
+            or bytes that do not decode.
+    """
+    if not isinstance(raw, bytes) or len(raw) > MAX_BLOCK_SIZE:
+        raise PeerMisbehaved("a block larger than MAX_BLOCK_SIZE")
+    h = block_hash(raw)
+    if expected is not None and h != expected:
+        raise PeerMisbehaved(f"served block {h} when {expected} was asked for")
+    try:
+        block = decode_block(raw)
+    except MalformedBlock as e:
+        raise PeerMisbehaved(f"block {h} does not decode: {e}") from None
+    return ReceivedBlock(h, raw, block)
+
+
+# -- 2. chain ---------------------------------------------------------------------------------
+
+
+def validate_chain(blocks: Sequence[ReceivedBlock], local: ChainState | None) -> ChainState:
+    """The chain state after ``blocks`` (oldest first) on top of ``local``.
+
+    Raises:
+        ChainRuleBroken: a block that breaks a chain rule.
+        ValueError: no blocks.
+    """
+    state = local
+    for b in blocks:
+        try:
+            state = validate_append(state, b.block, b.hash)
+        except InvalidAppend as e:
+            raise ChainRuleBroken(b.hash, e) from None
+    if state is None:
+        raise ValueError("no blocks to validate")
+    return state
+
+
+def check_record(record: HeadRecord, state: ChainState) -> None:
+    """Check that a signed head record names the chain's last block.
+
+    Raises:
+        InvalidHeadRecord: another dataset, block or sequence number.
+    """
+    if record.dataset_id != state.dataset_id:
+        raise InvalidHeadRecord("head record is not signed by this dataset's key")
+    if record.head != state.head or record.sequence_number != state.sequence_number:
+        raise InvalidHeadRecord(
+            f"head record names {record.head} at sequence {record.sequence_number}, "
+            f"the chain ends at {state.head} (sequence {state.sequence_number})"
+        )
+
+
+# -- 3. objects -------------------------------------------------------------------------------
+
+
+def object_jobs(blocks: Iterable[MetadataBlock]) -> list[ObjectJob]:
+    """The objects ``blocks`` name, each once, in the order they are first named."""
+    jobs: dict[tuple[str, Multihash], ObjectJob] = {}
+    for block in blocks:
+        for o in referenced_objects(block.event):
+            jobs.setdefault((o.kind, o.physical_hash), ObjectJob(o.kind, o.physical_hash, o.size))
+    return list(jobs.values())
+
+
+def object_store(layout: DatasetLayout, kind: ObjectKind) -> DiskObjectStore:
+    """The store of ``kind`` objects in a dataset."""
+    return layout.data if kind == "data" else layout.checkpoints
+
+
+def stored_size(layout: DatasetLayout, job: ObjectJob) -> int | None:
+    """Size of the stored copy of ``job``'s object, ``None`` if there is none."""
+    try:
+        return object_store(layout, job.kind).size(job.hash)
+    except (ObjectNotFound, StorageError):
+        return None
+
+
+def hash_file(path: Path) -> bytes:
+    """SHA3-256 of a file (for a transport that did not hash while it received)."""
+    hasher = hashlib.sha3_256()
+    with open(path, "rb") as f:
+        while chunk := f.read(_HASH_CHUNK):
+            hasher.update(chunk)
+    return hasher.digest()
+
+
+def accept_object(
+    store: DiskObjectStore, job: ObjectJob, quarantine: Path, digest: bytes | None
+) -> None:
+    """Check a received quarantine file against ``job``, then give it its name.
+
+    Args:
+        store: the store the file was written in (``quarantine`` is its
+            `DiskObjectStore.quarantine_path`).
+        job: what the block declares.
+        quarantine: the received bytes.
+        digest: their SHA3-256 if the receiver hashed them while writing, else ``None``
+            (they are hashed here).
+
+    Raises:
+        PeerMisbehaved: another size or content than declared (the file stays; the
+            caller removes it).
+        OSError: the file cannot be read or renamed.
+    """
+    size = os.stat(quarantine).st_size
+    if size != job.size:
+        raise PeerMisbehaved(
+            f"{job.kind} object {job.hash}: got {size} bytes, the block declares {job.size}"
+        )
+    if digest is None:
+        digest = hash_file(quarantine)
+    if digest != job.hash.digest:
+        raise PeerMisbehaved(f"{job.kind} object {job.hash}: content hash mismatch")
+    store.adopt(job.hash, quarantine, digest=digest)
+
+
+# -- 4. commit --------------------------------------------------------------------------------
+
+
+def accept_head_record(
+    head_store: HeadStore,
+    record: HeadRecord,
+    local: Dataset | None,
+    blocks: Sequence[ReceivedBlock],
+) -> None:
+    """Move the high-water mark to ``record`` (before the blocks land, so it never lags).
+
+    The held record may be replaced only by one whose chain contains it: the new
+    blocks or the local chain.
+
+    Raises:
+        StaleHead / Equivocation / NotDescendant: see `HeadStore.accept`.
+    """
+    new_hashes = {b.hash for b in blocks}
+
+    def is_descendant(old: Multihash, _new: Multihash) -> bool:
+        if old in new_hashes:
+            return True
+        return local is not None and any(h == old for h, _raw, _b in local.iter_blocks())
+
+    head_store.accept(record, expected_dataset_id=record.dataset_id, is_descendant=is_descendant)
+
+
+def commit_received(
+    ws: Workspace,
+    blocks: Sequence[ReceivedBlock],
+    *,
+    local: Dataset | None,
+    staged: Dataset | None = None,
+    alias: str = "",
+    dataset_id: DatasetId | None = None,
+) -> None:
+    """Append verified blocks to ``local``, or install the staging dataset ``staged``.
+
+    Exactly one of ``local`` and ``staged`` is given; a staged dataset is installed
+    under ``alias`` as ``dataset_id``. Every object the blocks name is stored already.
+
+    Raises:
+        RefCASFailed: the local head moved meanwhile (nothing was appended).
+        DatasetExists / InvalidAlias: see `storage.staging.install_staged`.
+    """
+    raws = [b.raw for b in blocks]
+    if local is not None:
+        local.append_blocks_bytes(raws)
+        return
+    if staged is None or dataset_id is None:
+        raise ValueError("a new dataset needs its staging dataset and its id")
+    install_staged(ws, staged, raws, alias, dataset_id)
