@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from p2p.peer_json import JsonLimits, PeerJsonError, load_peer_json
+
 __all__ = ["canonical_json", "load_json"]
 
 
@@ -24,17 +26,21 @@ def load_json(
     """Decode untrusted ``data`` (bytes-like, at most ``max_bytes``) as ASCII JSON.
 
     Returns the decoded value and the raw bytes (for the caller's canonical-form check).
+    The other limits of `p2p.peer_json.JsonLimits` (nesting, number and string sizes)
+    apply at their defaults.
 
     Raises:
-        error: ``data`` is not bytes-like, too large, or not ASCII JSON; ``what`` names
-            the record in the message.
+        error: ``data`` is not bytes-like, too large, not ASCII JSON, or breaks a JSON
+            limit; ``what`` names the record in the message.
     """
     if not isinstance(data, bytes | bytearray | memoryview):
         raise error(f"{what} must be bytes, got {type(data).__name__}")
     if len(data) > max_bytes:
         raise error(f"{what} larger than {max_bytes} bytes")
     raw = bytes(data)
+    if not raw.isascii():
+        raise error(f"{what} is not ASCII JSON")
     try:
-        return json.loads(raw.decode("ascii")), raw
-    except (UnicodeDecodeError, ValueError, RecursionError):
-        raise error(f"{what} is not ASCII JSON") from None
+        return load_peer_json(raw, JsonLimits(max_bytes=max_bytes), what=what), raw
+    except PeerJsonError as e:
+        raise error(f"{what} is not ASCII JSON ({e})") from None

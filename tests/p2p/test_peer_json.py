@@ -9,7 +9,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from p2p.errors import PeerMisbehaved
+from p2p.attestation import Attestation
+from p2p.errors import InvalidAttestation, InvalidHeadRecord, PeerMisbehaved
+from p2p.head_record import HeadRecord
 from p2p.peer_json import JsonLimits, PeerJsonError, load_peer_json, load_peer_object
 from p2p.peers import Offence
 
@@ -92,3 +94,20 @@ def test_garbage_is_a_value_or_a_typed_error(data: bytes | str) -> None:
     raw = data.encode() if isinstance(data, str) else data
     with contextlib.suppress(PeerJsonError):
         load_peer_json(raw)
+
+
+@pytest.mark.parametrize(
+    "doc",
+    [
+        b'{"sequence_number":' + b"7" * 5000 + b"}",
+        b"[" * 500 + b"]" * 500,
+        b'{"a":1,"a":1}',
+    ],
+    ids=["huge-int", "deep", "duplicate-key"],
+)
+def test_signed_records_use_the_bounded_reader(doc: bytes) -> None:
+    # Head records and attestations arrive by gossip, HTTP and the exchange protocol.
+    with pytest.raises(InvalidHeadRecord, match="not ASCII JSON"):
+        HeadRecord.from_json(doc[:1024])
+    with pytest.raises(InvalidAttestation, match="not ASCII JSON"):
+        Attestation.from_json(doc)
