@@ -192,12 +192,13 @@ class FrameDecoder:
         if self._broken is not None:
             raise self._broken
         view = memoryview(data).cast("B")
+        whole = data if isinstance(data, bytes) else None
         pos = 0
         while pos < len(view) or self._remaining == 0:
             if self._remaining is None:
                 pos = self._take_header(view, pos)
             else:
-                pos = self._take_payload(view, pos)
+                pos = self._take_payload(view, pos, whole)
 
     def next_event(self) -> Event | None:
         """The next event, or ``None`` if more bytes must be fed first."""
@@ -225,9 +226,12 @@ class FrameDecoder:
             self._parts = []
         return pos
 
-    def _take_payload(self, view: memoryview, pos: int) -> int:
+    def _take_payload(self, view: memoryview, pos: int, whole: bytes | None) -> int:
         assert self._remaining is not None
-        piece = bytes(view[pos : pos + self._remaining])
+        if whole is not None and pos == 0 and len(whole) <= self._remaining:
+            piece = whole  # the common case of a large payload: no copy
+        else:
+            piece = bytes(view[pos : pos + self._remaining])
         self._remaining -= len(piece)
         if piece:
             if self._parts is None:
