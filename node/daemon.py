@@ -88,8 +88,8 @@ from p2p.exchange import ExchangeClient, ExchangeServer
 from p2p.gossip import HEADS_TOPIC, HeadGossip
 from p2p.head_record import HeadRecord
 from p2p.head_store import HeadStore
-from p2p.host import HostConfig, P2PHost
-from p2p.peers import PeerScores
+from p2p.host import GossipSettings, HostConfig, P2PHost
+from p2p.peers import PeerScores, ScoringPolicy
 from storage.workspace import Workspace
 
 if TYPE_CHECKING:
@@ -148,10 +148,14 @@ class NodeDaemon:
         self.ws = workspace
         self.config = config
         self.head_store = HeadStore.for_workspace(workspace.root)
-        self.scores = PeerScores()
+        self.scores = PeerScores(ScoringPolicy(ban_duration_s=config.ban_duration_s))
+        gossip = GossipSettings(
+            rate_per_peer=config.gossip_rate_per_peer, burst_per_peer=config.gossip_burst_per_peer
+        )
         self.host = P2PHost(
             HostConfig(
                 listen_addrs=config.listen,
+                gossip=gossip,
                 # Dialled by `_dial_bootstrap` once gossipsub runs: py-libp2p 0.8.1 dials
                 # `bootstrap` inside host.run, before the pubsub service exists, and the
                 # pubsub notifee then fails the whole host.

@@ -24,6 +24,9 @@ silently)::
     refuse_disputed: false                   # refuse new heads of publishers with
                                              # confirmed divergence or equivocation
     dispute_confirmations: 1                 # validators that confirm a divergence
+    ban_duration_s: 600                      # how long a misbehaving peer is refused
+    gossip_rate_per_peer: 20                 # gossip messages/s one peer may send us
+    gossip_burst_per_peer: 50                # ... and in a burst (over it: dropped unread)
 
 Every state-changing HTTP request needs ``Authorization: Bearer <token>``: the token is
 created at the first ``odf node run`` in ``.odf/p2p/http-token`` (mode 0600); see
@@ -41,6 +44,11 @@ from pathlib import Path
 from typing import Any, Final
 
 from node.errors import UsageError
+from p2p.peers import (
+    DEFAULT_BAN_DURATION_S,
+    DEFAULT_GOSSIP_BURST_PER_PEER,
+    DEFAULT_GOSSIP_RATE_PER_PEER,
+)
 
 __all__ = [
     "DEFAULT_HTTP_HOST",
@@ -101,6 +109,10 @@ class NodeConfig:
             confirmed divergence or equivocation evidence (`node.disputes`).
         dispute_confirmations: distinct validators whose ``diverged`` confirm a
             divergence (this node's own validator confirms alone).
+        ban_duration_s: how long a peer whose score fell to the threshold is
+            disconnected and refused (`p2p.peers`).
+        gossip_rate_per_peer / gossip_burst_per_peer: the per-forwarder gossip token
+            bucket (`p2p.pubsub_guard.GossipRateLimiter`).
     """
 
     listen: tuple[str, ...] = DEFAULT_LISTEN
@@ -123,6 +135,9 @@ class NodeConfig:
     engine_address: str | None = None
     refuse_disputed: bool = False
     dispute_confirmations: int = 1
+    ban_duration_s: float = DEFAULT_BAN_DURATION_S
+    gossip_rate_per_peer: float = DEFAULT_GOSSIP_RATE_PER_PEER
+    gossip_burst_per_peer: int = DEFAULT_GOSSIP_BURST_PER_PEER
 
     def __post_init__(self) -> None:
         _check(self)
@@ -173,6 +188,7 @@ def _check(cfg: NodeConfig) -> None:
     for name in ("mdns", "allow_ingest", "allow_push", "validator", "refuse_disputed"):
         if not isinstance(getattr(cfg, name), bool):
             raise UsageError(f"node setting {name!r} must be true or false")
+    _check_peer_limits(cfg)
     for name, hi in (("validator_batch_blocks", 100_000), ("dispute_confirmations", 1_000)):
         value = getattr(cfg, name)
         if type(value) is not int or not 1 <= value <= hi:
@@ -183,7 +199,20 @@ def _check(cfg: NodeConfig) -> None:
         raise UsageError(f"engine address must be host:port, got {cfg.engine_address!r}")
 
 
+def _check_peer_limits(cfg: NodeConfig) -> None:
+    for name, lo, hi in (("ban_duration_s", 1.0, 7 * 86400.0), ("gossip_rate_per_peer", 0.1, 1e5)):
+        value = getattr(cfg, name)
+        if isinstance(value, bool) or not isinstance(value, int | float) or not lo <= value <= hi:
+            raise UsageError(f"{name} must be a number between {lo} and {hi:g}")
+    burst = cfg.gossip_burst_per_peer
+    if type(burst) is not int or not 1 <= burst <= 100_000:
+        raise UsageError("gossip_burst_per_peer must be an integer between 1 and 100000")
+
+
 _SCALARS: Final = (
+    "ban_duration_s",
+    "gossip_rate_per_peer",
+    "gossip_burst_per_peer",
     "validator",
     "validator_batch_blocks",
     "refuse_disputed",

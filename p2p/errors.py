@@ -5,6 +5,7 @@ Tree::
     OdfError (fbs.errors)
     └── P2PError
         ├── InvalidHeadRecord     a head record with a bad signature, format or size
+        ├── InvalidGossip         a gossip message failing its check (penalises the forwarder)
         ├── StaleHead             sequence number not higher than the one held (replay, rollback)
         ├── Equivocation          two different heads signed for one sequence number
         ├── NotDescendant         a new head whose chain does not contain the held head
@@ -54,6 +55,15 @@ class P2PError(OdfError):
 
 class InvalidHeadRecord(P2PError, ValueError):
     """A head record that is malformed, too large, or whose signature does not verify."""
+
+
+class InvalidGossip(P2PError):
+    """A gossip message that fails its content check; its forwarder is penalised.
+
+    Raised by a gossip validator (see `p2p.host.P2PHost.subscribe`) to tell a *bad*
+    message (the forwarder must have skipped validation: penalise it) from one that is
+    only not worth forwarding (a stale but valid record: the validator returns ``False``).
+    """
 
 
 class StaleHead(P2PError):

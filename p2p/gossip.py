@@ -35,7 +35,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Coroutine, Hashable
 from typing import Any, Final, Generic, TypeVar
 
-from p2p.errors import InvalidHeadRecord
+from p2p.errors import InvalidGossip, InvalidHeadRecord
 from p2p.head_record import MAX_HEAD_RECORD_BYTES, HeadRecord
 from p2p.host import GossipMessage, P2PHost
 
@@ -116,16 +116,19 @@ class SignedGossip(Generic[_T]):
         await self.host.subscribe(self.topic, self._deliver, validator=self._validate)
 
     def _validate(self, msg: GossipMessage) -> bool:
-        # Runs in the trio thread, for received *and* own messages.
+        # Runs in the trio thread, for received *and* own messages. An invalid message
+        # raises `InvalidGossip` (the host penalises its forwarder); a valid one not
+        # worth forwarding returns False (stale news is not an offence).
         if len(msg.data) > self.max_bytes:
             self.rejected += 1
-            return False
+            raise InvalidGossip(f"{len(msg.data)} bytes, over {self.max_bytes}")
         try:
             item = self.parse(msg.data)
         except self.invalid as e:
-            log.info("dropping invalid message on %s from %s: %s", self.topic, msg.origin, e)
+            # Debug only: a flood of forged records would otherwise flood the log.
+            log.debug("dropping invalid message on %s from %s: %s", self.topic, msg.origin, e)
             self.rejected += 1
-            return False
+            raise InvalidGossip(str(e)) from None
         # Our own messages are always sent; others only if worth forwarding.
         return self._forward_if is None or msg.from_self or self._forward_if(item)
 

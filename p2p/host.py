@@ -85,10 +85,13 @@ from libp2p.pubsub.gossipsub import GossipSub
 from libp2p.pubsub.pb import rpc_pb2
 from libp2p.tools.anyio_service import background_trio_service
 
-from p2p.errors import HostError, HostNotRunning, PeerUnavailable, TransferError
+from p2p.errors import HostError, HostNotRunning, InvalidGossip, PeerUnavailable, TransferError
 from p2p.identity import load_or_create_identity
-from p2p.peers import PeerScores
+from p2p.peers import Offence, PeerScores
 from p2p.pubsub_guard import (
+    DEFAULT_GOSSIP_BURST_PER_PEER,
+    DEFAULT_GOSSIP_RATE_PER_PEER,
+    GossipRateLimiter,
     GuardedPubsub,
     GuardStats,
     describe_exception,
@@ -167,6 +170,9 @@ class GossipSettings:
         max_messages_per_topic_per_second: the limit when spam protection is on.
         publish_interval_s: minimum spacing of our own publishes on one topic, kept
             below the receivers' rate limit and the 32-entry outbound queues.
+        rate_per_peer / burst_per_peer: messages per second (sustained / burst) one
+            forwarder may send before its messages are dropped unread and it is
+            penalised (`p2p.pubsub_guard.GossipRateLimiter`).
     """
 
     protocols: tuple[str, ...] = GOSSIPSUB_PROTOCOLS
@@ -177,6 +183,8 @@ class GossipSettings:
     spam_protection: bool = True
     max_messages_per_topic_per_second: float = 10.0
     publish_interval_s: float = 0.125
+    rate_per_peer: float = DEFAULT_GOSSIP_RATE_PER_PEER
+    burst_per_peer: int = DEFAULT_GOSSIP_BURST_PER_PEER
 
 
 @dataclass(frozen=True, slots=True)
@@ -494,10 +502,15 @@ class P2PHost:
         # Hostile-input containment (see `p2p.pubsub_guard`): one malformed frame must
         # end one stream, not the host.
         pubsub = GuardedPubsub(
-            host, gossipsub, strict_signing=True, scores=self.scores, stats=self.guard_stats
+            host,
+            gossipsub,
+            strict_signing=True,
+            scores=self.scores,
+            stats=self.guard_stats,
+            limiter=GossipRateLimiter(gs.rate_per_peer, gs.burst_per_peer),
         )
         guard_stream_handlers(host, self.guard_stats)
-        tracker = _ConnTracker()
+        tracker = _ConnTracker(self._gate)
         host.get_network().register_notifee(tracker)
         for proto, handler in self._stream_handlers.items():
             host.set_stream_handler(TProtocol(proto), self._wrap_handler(proto, handler))
@@ -656,7 +669,8 @@ class P2PHost:
         """JSON-ready health of the host (``/api/status`` → ``libp2p``).
 
         Keys: ``running``, ``restarts``, ``lastStopReason``, ``lastStopAt`` (unix
-        seconds of the last unexpected stop) and the `GuardStats` counters.
+        seconds of the last unexpected stop), the `GuardStats` counters and ``bans``
+        (peers refused right now: ``peerId``, ``reason``, ``secondsLeft``).
         """
         return {
             "running": self._running,
@@ -664,6 +678,10 @@ class P2PHost:
             "lastStopReason": self.last_stop_reason,
             "lastStopAt": self.last_stop_at,
             **self.guard_stats.to_dict(),
+            "bans": [
+                {"peerId": p, "reason": why, "secondsLeft": round(left, 1)}
+                for p, why, left in self.scores.bans()
+            ],
         }
 
     async def __aenter__(self) -> P2PHost:
@@ -835,6 +853,27 @@ class P2PHost:
         with contextlib.suppress(trio.RunFinishedError):
             token.run_sync_soon(spawn)
 
+    def _gate(self, conn: INetConn) -> bool:
+        """Connection gate (trio thread): a banned peer's new connection is closed."""
+        try:
+            peer = str(conn.muxed_conn.peer_id)
+        except Exception:
+            return True
+        if not self.scores.is_banned(peer):
+            return True
+        self.guard_stats.refused_connections += 1
+        log.debug("refusing a connection from banned peer %s", peer)
+        nursery = self._nursery
+
+        async def _close() -> None:
+            with contextlib.suppress(Exception):
+                await conn.close()
+
+        if nursery is not None:
+            with contextlib.suppress(RuntimeError):
+                nursery.start_soon(_close)
+        return False
+
     # -- streams ------------------------------------------------------------------------
 
     def set_stream_handler(self, protocol: str, handler: TrioStreamHandler) -> None:
@@ -961,9 +1000,18 @@ class P2PHost:
 
         if validator is not None:
 
-            def check(_forwarder: ID, msg: rpc_pb2.Message) -> bool:
+            def check(forwarder: ID, msg: rpc_pb2.Message) -> bool:
                 try:
                     return validator(_to_message(topic, msg, me))
+                except InvalidGossip as e:
+                    # Honest nodes validate before forwarding: the forwarder is at fault.
+                    if str(forwarder) != me:
+                        self.guard_stats.invalid_messages += 1
+                        reason = f"invalid message on {topic}: {e}"
+                        self.scores.penalise(
+                            str(forwarder), Offence.INVALID_MESSAGE, reason, quiet=True
+                        )
+                    return False
                 except Exception:
                     log.exception("gossip validator for %s failed", topic)
                     return False
@@ -1011,13 +1059,20 @@ class P2PHost:
 
 
 class _ConnTracker(INotifee):
-    """The connections of one trio run, to close them after a failure (trio thread)."""
+    """The connections of one trio run, to close them after a failure (trio thread).
 
-    def __init__(self) -> None:
+    Args:
+        gate: called with each new connection; ``False`` means "refuse it" (the
+            connection is then closed and not tracked).
+    """
+
+    def __init__(self, gate: Callable[[INetConn], bool]) -> None:
         self.conns: set[INetConn] = set()
+        self._gate = gate
 
     async def connected(self, network: INetwork, conn: INetConn) -> None:
-        self.conns.add(conn)
+        if self._gate(conn):
+            self.conns.add(conn)
 
     async def disconnected(self, network: INetwork, conn: INetConn) -> None:
         self.conns.discard(conn)

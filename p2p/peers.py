@@ -29,6 +29,8 @@ from typing import Final
 __all__ = [
     "DEFAULT_BAN_DURATION_S",
     "DEFAULT_DROP_THRESHOLD",
+    "DEFAULT_GOSSIP_BURST_PER_PEER",
+    "DEFAULT_GOSSIP_RATE_PER_PEER",
     "MAX_TRACKED_PEERS",
     "Offence",
     "PeerScores",
@@ -42,24 +44,43 @@ log = logging.getLogger(__name__)
 DEFAULT_DROP_THRESHOLD: Final = -100.0
 #: How long a banned peer is not asked again (seconds).
 DEFAULT_BAN_DURATION_S: Final = 600.0
+#: Gossip messages per second one forwarder may send us (sustained; checked before any
+#: signature, see `p2p.pubsub_guard`). Heads and attestations move rarely; a relay of a
+#: busy network's announcements stays below this. Kept above py-libp2p's own per-topic
+#: forwarding limit (10/s, checked *after* validation, so it saves no validation cost).
+DEFAULT_GOSSIP_RATE_PER_PEER: Final = 20.0
+#: Messages one forwarder may send in a burst above the sustained rate.
+DEFAULT_GOSSIP_BURST_PER_PEER: Final = 50
 #: Peers remembered at most; the best-behaved unbanned ones are forgotten first when full
 #: (forgetting a banned peer would lift its ban).
 MAX_TRACKED_PEERS: Final = 10_000
 
 
+@enum.unique
 class Offence(enum.Enum):
-    """What a peer did wrong; the value is the default penalty in points."""
+    """What a peer did wrong; the value is the default penalty in points.
+
+    Values must differ: two members with one value would make the second an *alias* of
+    the first (``Offence.PROTOCOL_ERROR.name`` would read ``LIMIT_EXCEEDED`` in status
+    output), which ``enum.unique`` refuses at import.
+    """
 
     BAD_BYTES = 100.0
     """Served bytes that do not hash to what was asked (or a block that breaks the chain)."""
+    PROTOCOL_ERROR = 60.0
+    """Sent a malformed or unexpected frame."""
     LIMIT_EXCEEDED = 50.0
     """Sent an oversized frame, more bytes than declared, or too many items."""
-    PROTOCOL_ERROR = 50.0
-    """Sent a malformed or unexpected frame."""
     TIMEOUT = 35.0
     """Stalled beyond a timeout."""
+    INVALID_MESSAGE = 25.0
+    """Forwarded a gossip message that fails its signature or content check (an honest
+    node validates before forwarding, so only a faulty or hostile one does this)."""
     UNAVAILABLE = 10.0
     """Could not be reached, or reset the stream."""
+    RATE_EXCEEDED = 1.0
+    """Sent gossip faster than the per-peer rate (per message over the limit: a sustained
+    flood bans within a second, a short burst of an honest relay costs a few points)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,8 +183,13 @@ class PeerScores:
         if candidates:
             del self._records[max(candidates)[1]]
 
-    def penalise(self, peer: str, offence: Offence, reason: str = "") -> PeerStanding:
+    def penalise(
+        self, peer: str, offence: Offence, reason: str = "", *, quiet: bool = False
+    ) -> PeerStanding:
         """Record ``offence`` by ``peer``; bans it when the score reaches the threshold.
+
+        ``quiet`` logs the penalty at debug level (for offences a flood repeats per
+        message); a ban is always logged by the ban listeners.
 
         Returns:
             The peer's standing after the penalty.
@@ -179,7 +205,13 @@ class PeerScores:
                 rec.banned_until = now + self.policy.ban_duration_s
             standing = self._standing(peer, rec)
             listeners = list(self._listeners) if newly_banned else []
-        log.info("peer %s penalised (%s): score %.1f", peer, rec.last_reason, standing.score)
+        log.log(
+            logging.DEBUG if quiet else logging.INFO,
+            "peer %s penalised (%s): score %.1f",
+            peer,
+            standing.last_reason,
+            standing.score,
+        )
         for listener in listeners:
             try:
                 listener(peer, standing.last_reason or offence.name)
@@ -223,6 +255,17 @@ class PeerScores:
             if peer not in self._records:
                 return PeerStanding(peer, self.policy.initial, None, 0, None)
             return self._standing(peer, self._record(peer))
+
+    def bans(self) -> list[tuple[str, str, float]]:
+        """Peers banned right now: ``(peer, reason, seconds left)``, longest ban first."""
+        now = self._clock()
+        with self._lock:
+            rows = [
+                (p, r.last_reason or "", r.banned_until - now)
+                for p, r in self._records.items()
+                if r.banned_until is not None and r.banned_until > now
+            ]
+        return sorted(rows, key=lambda row: -row[2])
 
     def snapshot(self) -> list[PeerStanding]:
         """Standings of every tracked peer (for ``odf node peers``)."""

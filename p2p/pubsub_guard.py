@@ -28,6 +28,14 @@ What this module does instead, in one place:
   `p2p.peers.PeerScores` (two such offences ban it; the host then disconnects it and
   resets its streams). A message that makes ``push_msg`` raise is dropped and its
   forwarder penalised the same way. Streams of banned peers are reset unread.
+* Gossip floods (issue 18.5) are cut before they cost a signature check: each forwarder
+  has a token bucket (`DEFAULT_GOSSIP_RATE_PER_PEER` messages/s, burst
+  `DEFAULT_GOSSIP_BURST_PER_PEER`); a message over it is dropped unread and costs the
+  forwarder `Offence.RATE_EXCEEDED`. A message whose libp2p signature does not verify
+  costs `Offence.INVALID_MESSAGE` (upstream drops it silently, so a flood of them was
+  free). Messages forwarded by a banned peer are dropped at once. Together with the
+  content validators (`p2p.host.P2PHost.subscribe`, which penalise forwarders of invalid
+  records) a flooding peer is banned, then disconnected and refused, within a second.
 * `guard_stream_handlers` wraps the other handlers py-libp2p registers on the host
   (identify, identify push, ping) so that an exception ends only its stream.
 
@@ -44,6 +52,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Final
@@ -57,11 +66,20 @@ from libp2p.network.stream.exceptions import StreamError
 from libp2p.peer.id import ID
 from libp2p.pubsub.pb import rpc_pb2
 from libp2p.pubsub.pubsub import Pubsub
+from libp2p.pubsub.validators import signature_validator
 
-from p2p.peers import Offence, PeerScores
+from p2p.peers import (
+    DEFAULT_GOSSIP_BURST_PER_PEER,
+    DEFAULT_GOSSIP_RATE_PER_PEER,
+    Offence,
+    PeerScores,
+)
 
 __all__ = [
+    "DEFAULT_GOSSIP_BURST_PER_PEER",
+    "DEFAULT_GOSSIP_RATE_PER_PEER",
     "MAX_PUBSUB_RPC_BYTES",
+    "GossipRateLimiter",
     "GuardStats",
     "GuardedPubsub",
     "describe_exception",
@@ -74,6 +92,8 @@ log = logging.getLogger(__name__)
 #: Largest inbound pubsub RPC frame (py-libp2p's default; our payloads are at most
 #: `p2p.host.MAX_GOSSIP_MESSAGE_BYTES`, and an RPC may batch several plus control data).
 MAX_PUBSUB_RPC_BYTES: Final = 1024 * 1024
+#: Forwarders whose token buckets are remembered (the fullest are forgotten first).
+MAX_RATE_BUCKETS: Final = 4096
 #: Longest exception text copied into a log line or a peer's offence reason.
 MAX_REASON_CHARS: Final = 200
 
@@ -97,6 +117,10 @@ class GuardStats:
     malformed_streams: int = 0
     rejected_messages: int = 0
     handler_failures: int = 0
+    rate_limited: int = 0
+    invalid_messages: int = 0
+    banned_dropped: int = 0
+    refused_connections: int = 0
 
     def to_dict(self) -> dict[str, int]:
         """JSON-ready counters (camelCase, as ``/api/status``)."""
@@ -104,7 +128,73 @@ class GuardStats:
             "malformedStreams": self.malformed_streams,
             "rejectedMessages": self.rejected_messages,
             "handlerFailures": self.handler_failures,
+            "rateLimited": self.rate_limited,
+            "invalidMessages": self.invalid_messages,
+            "bannedDropped": self.banned_dropped,
+            "refusedConnections": self.refused_connections,
         }
+
+
+class _UpstreamRateLogFilter(logging.Filter):
+    """Drops py-libp2p's one-warning-per-message "Rate limit exceeded" log records.
+
+    A peer sending valid messages between upstream's limit and ours would otherwise
+    write a warning per message; `GuardStats` and the peer's score count them instead.
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith("Rate limit exceeded")
+
+
+_UPSTREAM_RATE_FILTER: Final = _UpstreamRateLogFilter()
+
+
+def _quiet_upstream_rate_log() -> None:
+    upstream = logging.getLogger("libp2p.pubsub.gossipsub")
+    if _UPSTREAM_RATE_FILTER not in upstream.filters:
+        upstream.addFilter(_UPSTREAM_RATE_FILTER)
+
+
+class GossipRateLimiter:
+    """Token buckets per forwarder: ``rate`` messages/s sustained, ``burst`` at once.
+
+    Args:
+        rate: tokens added per second.
+        burst: bucket size (a fresh forwarder starts full).
+        clock: monotonic seconds (tests pass a fake one).
+    """
+
+    def __init__(
+        self,
+        rate: float = DEFAULT_GOSSIP_RATE_PER_PEER,
+        burst: int = DEFAULT_GOSSIP_BURST_PER_PEER,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        if rate <= 0 or burst < 1:
+            raise ValueError("gossip rate must be > 0 and burst >= 1")
+        self.rate, self.burst, self._clock = rate, float(burst), clock
+        self._buckets: dict[str, tuple[float, float]] = {}  # peer -> (tokens, at)
+
+    def allow(self, peer: str) -> bool:
+        """Take one token for ``peer``; ``False`` when its bucket is empty."""
+        now = self._clock()
+        tokens, at = self._buckets.get(peer, (self.burst, now))
+        tokens = min(self.burst, tokens + (now - at) * self.rate)
+        ok = tokens >= 1.0
+        if peer not in self._buckets and len(self._buckets) >= MAX_RATE_BUCKETS:
+            self._forget_fullest()
+        self._buckets[peer] = (tokens - 1.0 if ok else tokens, now)
+        return ok
+
+    def forget(self, peer: str) -> None:
+        """Drop ``peer``'s bucket (it disconnected)."""
+        self._buckets.pop(peer, None)
+
+    def _forget_fullest(self) -> None:
+        # A full bucket carries no information: forgetting it changes nothing.
+        peer = max(self._buckets, key=lambda p: self._buckets[p][0])
+        del self._buckets[peer]
 
 
 class _ResetWatch:
@@ -134,6 +224,7 @@ class GuardedPubsub(Pubsub):
             `MAX_PUBSUB_RPC_BYTES`).
         scores: where offences are recorded (the host's shared `PeerScores`).
         stats: counters updated by the guard.
+        limiter: per-forwarder gossip rate (default: `GossipRateLimiter` defaults).
     """
 
     def __init__(
@@ -143,11 +234,14 @@ class GuardedPubsub(Pubsub):
         *,
         scores: PeerScores,
         stats: GuardStats,
+        limiter: GossipRateLimiter | None = None,
         max_inbound_rpc_size: int = MAX_PUBSUB_RPC_BYTES,
         **kwargs: Any,
     ) -> None:
         self.scores = scores
         self.stats = stats
+        self.limiter = limiter or GossipRateLimiter()
+        _quiet_upstream_rate_log()
         super().__init__(host, router, max_inbound_rpc_size=max_inbound_rpc_size, **kwargs)
 
     async def stream_handler(self, stream: INetStream) -> None:
@@ -189,7 +283,12 @@ class GuardedPubsub(Pubsub):
             self.scores.penalise(peer, offence, f"pubsub: {reason}")
 
     async def push_msg(self, msg_forwarder: ID, msg: rpc_pb2.Message) -> None:
-        """Upstream ``push_msg``; a message it raises on is dropped and its forwarder penalised."""
+        """Upstream ``push_msg`` behind the flood gates (see the module docstring).
+
+        A message it raises on is dropped and its forwarder penalised.
+        """
+        if msg_forwarder != self.my_id and not self._admit(str(msg_forwarder), msg):
+            return
         try:
             await super().push_msg(msg_forwarder, msg)
         except Exception as e:
@@ -198,6 +297,26 @@ class GuardedPubsub(Pubsub):
             log.warning("pubsub: dropped message forwarded by %s: %s", peer, reason)
             self.scores.penalise(peer, Offence.PROTOCOL_ERROR, f"pubsub: {reason}")
 
+    def _admit(self, peer: str, msg: rpc_pb2.Message) -> bool:
+        """The cheap checks, cheapest first: ban, rate, libp2p signature."""
+        if self.scores.is_banned(peer):
+            self.stats.banned_dropped += 1
+            return False
+        if not self.limiter.allow(peer):
+            self.stats.rate_limited += 1
+            self._penalise_quietly(peer, Offence.RATE_EXCEEDED, "gossip over the per-peer rate")
+            return False
+        if self.strict_signing and not _signature_ok(msg):
+            self.stats.invalid_messages += 1
+            self._penalise_quietly(peer, Offence.INVALID_MESSAGE, "bad gossip signature")
+            return False
+        return True
+
+    def _penalise_quietly(self, peer: str, offence: Offence, reason: str) -> None:
+        # One log line per message would let a flood fill the log; the ban (logged by
+        # the host) and the counters say what happened.
+        self.scores.penalise(peer, offence, f"pubsub: {reason}", quiet=True)
+
     def _forget_peer(self, peer_id: ID) -> None:
         # As upstream after a failed read: forget the peer's pubsub state (it is re-added
         # if it stays connected and is not banned).
@@ -205,6 +324,13 @@ class GuardedPubsub(Pubsub):
             self._handle_dead_peer(peer_id)
         except Exception as e:
             log.debug("pubsub: forgetting %s failed: %r", peer_id, e)
+
+
+def _signature_ok(msg: rpc_pb2.Message) -> bool:
+    try:
+        return bool(signature_validator(msg))
+    except Exception:  # a malformed key: nacl raises instead of answering
+        return False
 
 
 def guard_stream_handlers(host: IHost, stats: GuardStats) -> list[str]:

@@ -158,7 +158,14 @@ def cmd_status(args: argparse.Namespace) -> int:
         )
     _print_validator(doc.get("validator"))
     _print_disputes(doc)
+    _print_bans(doc.get("libp2p"))
     return EXIT_OK
+
+
+def _print_bans(libp2p: Any) -> None:
+    bans = libp2p.get("bans") if isinstance(libp2p, dict) else None
+    for b in bans or []:
+        print(f"  banned:   {b.get('peerId')} for {b.get('secondsLeft')} s more: {b.get('reason')}")
 
 
 def _print_validator(v: Any) -> None:

@@ -67,12 +67,26 @@ def test_config_file_and_overrides(tmp_path: Path) -> None:
         {"follow": [1]},
         {"mdns": "yes"},
         {"head_poll_interval_s": 0},
+        {"ban_duration_s": 0},
+        {"gossip_rate_per_peer": True},
+        {"gossip_burst_per_peer": 2.5},
         ["not", "a", "mapping"],
     ],
 )
 def test_bad_config_is_a_usage_error(doc: object) -> None:
     with pytest.raises(UsageError):
         parse_config(doc)
+
+
+def test_peer_limits_are_configurable(tmp_path: Path) -> None:
+    cfg = parse_config(
+        {"ban_duration_s": 60, "gossip_rate_per_peer": 5, "gossip_burst_per_peer": 9}
+    )
+    assert (cfg.ban_duration_s, cfg.gossip_rate_per_peer, cfg.gossip_burst_per_peer) == (60, 5, 9)
+    daemon = NodeDaemon(new_workspace(tmp_path / "ws"), cfg, write_run_file=False)
+    assert daemon.scores.policy.ban_duration_s == 60
+    gossip = daemon.host.config.gossip
+    assert (gossip.rate_per_peer, gossip.burst_per_peer) == (5, 9)
 
 
 def test_unreadable_config(tmp_path: Path) -> None:
