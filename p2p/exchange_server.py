@@ -1,0 +1,230 @@
+"""`ExchangeServer`: answers ``/odf/exchange/1.0.0`` requests from a workspace (trio side).
+
+The server serves only datasets of its workspace, by DID, and only objects present in
+that dataset's own ``data/`` or ``checkpoints/`` store (hashes are parsed, never used as
+paths). It does not re-hash what it serves: receivers verify. A request that breaks
+the protocol (a malformed or oversized frame, JSON over `p2p.peer_json` limits) resets
+the stream; one the server cannot answer gets an ERROR frame.
+
+Runs in the host's trio thread (see `p2p.host`); chain walks and file reads are pushed
+to worker threads with ``trio.to_thread``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+from collections.abc import Callable
+from typing import Any
+
+import trio
+
+from fbs.did import DatasetId
+from fbs.errors import FbsError
+from fbs.multiformats import Multihash
+from p2p.errors import NotFoundOnPeer, PeerMisbehaved, TransferError
+from p2p.exchange_wire import (
+    EXCHANGE_PROTOCOL,
+    OBJECT_KINDS,
+    BadRequest,
+    ExchangeLimits,
+    FrameReader,
+    Misbehaved,
+    ObjectKind,
+    parse_hash,
+    write_frame,
+    write_json,
+)
+from p2p.framing import FrameType
+from p2p.host import P2PHost
+from p2p.peers import Offence
+from storage.errors import DatasetNotFound, ObjectNotFound, StorageError
+from storage.verified import verified_object_path
+from storage.workspace import Workspace
+
+__all__ = ["ExchangeServer", "HeadRecordProvider"]
+
+log = logging.getLogger(__name__)
+
+HeadRecordProvider = Callable[[DatasetId], bytes | None]
+"""Returns the signed head record JSON the server hands out with a dataset's head."""
+
+
+class ExchangeServer:
+    """Serves the exchange protocol from a workspace.
+
+    Args:
+        workspace: where datasets are looked up by DID.
+        limits: protocol limits.
+        head_records: optional provider of signed head records sent with HEAD.
+    """
+
+    def __init__(
+        self,
+        workspace: Workspace,
+        *,
+        limits: ExchangeLimits | None = None,
+        head_records: HeadRecordProvider | None = None,
+    ) -> None:
+        self.workspace = workspace
+        self.limits = limits or ExchangeLimits()
+        self._head_records = head_records
+        self._active = 0
+        self.served_requests = 0
+
+    def register(self, host: P2PHost) -> None:
+        """Serve `EXCHANGE_PROTOCOL` on ``host``."""
+        host.set_stream_handler(EXCHANGE_PROTOCOL, self.handle)
+
+    async def handle(self, stream: Any) -> None:
+        """Answer one request on ``stream`` (trio; errors become ERROR frames)."""
+        limits = self.limits
+        if self._active >= limits.max_concurrent_requests:
+            with contextlib.suppress(TransferError):
+                await write_json(
+                    stream, FrameType.ERROR, {"code": "busy", "message": "try later"}, limits
+                )
+            return
+        self._active += 1
+        try:
+            await self._handle(stream)
+        except (TransferError, PeerMisbehaved) as e:
+            # A malformed or oversized frame, a stall: the stream is reset (not closed
+            # as if the answer were complete); unread bytes of the peer are dropped.
+            log.debug("exchange request aborted: %s", e)
+            with contextlib.suppress(Exception):
+                await stream.reset()
+        finally:
+            self._active -= 1
+
+    async def _handle(self, stream: Any) -> None:
+        limits = self.limits
+        reader = FrameReader(stream, limits)
+        frame = await reader.frame()
+        if frame.type != FrameType.REQUEST:
+            raise Misbehaved("expected a REQUEST frame", Offence.PROTOCOL_ERROR)
+        request = reader.json(frame)
+        try:
+            await self._dispatch(stream, request)
+        except BadRequest as e:
+            await self._error(stream, "bad_request", str(e))
+        except (DatasetNotFound, ObjectNotFound, NotFoundOnPeer) as e:
+            await self._error(stream, "not_found", str(e))
+        except (StorageError, FbsError) as e:
+            log.warning("exchange: cannot serve %s: %s", request.get("op"), e)
+            await self._error(stream, "internal", "stored data unavailable")
+        else:
+            self.served_requests += 1
+
+    async def _error(self, stream: Any, code: str, message: str) -> None:
+        await write_json(
+            stream, FrameType.ERROR, {"code": code, "message": message[:500]}, self.limits
+        )
+
+    async def _dispatch(self, stream: Any, request: dict[str, Any]) -> None:
+        op = request.get("op")
+        did_text = request.get("dataset")
+        if not isinstance(did_text, str) or not did_text.startswith("did:"):
+            raise BadRequest("dataset must be a did:odf string")
+        try:
+            did = DatasetId.from_did(did_text)
+        except FbsError:
+            raise BadRequest("invalid dataset id") from None
+        if op == "head":
+            await self._serve_head(stream, did)
+        elif op == "blocks":
+            head = parse_hash(request.get("head"), "head")
+            stop = request.get("stop_at")
+            stop_at = None if stop is None else parse_hash(stop, "stop_at")
+            max_blocks = request.get("max_blocks", self.limits.max_blocks_per_request)
+            if type(max_blocks) is not int or max_blocks < 1:
+                raise BadRequest("max_blocks must be a positive integer")
+            await self._serve_blocks(stream, did, head, stop_at, max_blocks)
+        elif op == "object":
+            kind = request.get("kind")
+            if kind not in OBJECT_KINDS:
+                raise BadRequest("kind must be 'data' or 'checkpoint'")
+            h = parse_hash(request.get("hash"), "hash")
+            await self._serve_object(stream, did, kind, h)
+        else:
+            raise BadRequest("unknown op")
+
+    async def _serve_head(self, stream: Any, did: DatasetId) -> None:
+        def read() -> tuple[Multihash | None, bytes | None]:
+            ds = self.workspace.get(did)
+            record = self._head_records(did) if self._head_records is not None else None
+            return ds.head(), record
+
+        head, record = await trio.to_thread.run_sync(read)
+        obj = {
+            "head": None if head is None else head.to_multibase(),
+            "record": None if record is None else record.decode("utf-8", "replace"),
+        }
+        await write_json(stream, FrameType.HEAD, obj, self.limits)
+
+    async def _serve_blocks(
+        self,
+        stream: Any,
+        did: DatasetId,
+        head: Multihash,
+        stop_at: Multihash | None,
+        max_blocks: int,
+    ) -> None:
+        limits = self.limits
+        count = min(max_blocks, limits.max_blocks_per_request)
+        budget = min(limits.max_block_bytes_per_request, limits.max_frame_bytes * count)
+
+        def collect() -> list[bytes]:
+            ds = self.workspace.get(did)
+            out: list[bytes] = []
+            size = 0
+            for h, raw, _block in ds.iter_blocks(head):
+                if h == stop_at or len(out) >= count:
+                    break
+                if out and size + len(raw) > budget:
+                    break
+                if len(raw) > limits.max_frame_bytes:
+                    raise StorageError(f"block {h} is larger than a frame")
+                out.append(raw)
+                size += len(raw)
+            return out
+
+        for raw in await trio.to_thread.run_sync(collect):
+            await write_frame(stream, FrameType.BLOCK, raw, limits.stall_timeout_s)
+        await write_frame(stream, FrameType.END, b"", limits.stall_timeout_s)
+
+    async def _serve_object(
+        self, stream: Any, did: DatasetId, kind: ObjectKind, h: Multihash
+    ) -> None:
+        limits = self.limits
+
+        def open_object() -> tuple[Any, int]:
+            layout = self.workspace.get(did).layout
+            store = layout.data if kind == "data" else layout.checkpoints
+            verified_object_path(store.root, kind, h, None)  # never serve damaged bytes
+            f = store.open(h)
+            return f, os.fstat(f.fileno()).st_size
+
+        f, size = await trio.to_thread.run_sync(open_object)
+        with f:
+            await write_json(stream, FrameType.OBJECT, {"size": size}, limits)
+            chunk = min(limits.chunk_bytes, limits.max_frame_bytes)
+            sent = 0
+            data = await trio.to_thread.run_sync(f.read, min(chunk, size))
+            # The next chunk is read from the file (worker thread) while this one is
+            # written to the stream.
+            while data:
+                sent += len(data)
+                ahead: list[bytes] = []
+                async with trio.open_nursery() as nursery:
+                    if sent < size:
+                        nursery.start_soon(_read_into, f, min(chunk, size - sent), ahead)
+                    await write_frame(stream, FrameType.CHUNK, data, limits.stall_timeout_s)
+                data = ahead[0] if ahead else b""
+                # An empty read: the file shrank under us; the client sees a short object.
+        await write_frame(stream, FrameType.END, b"", limits.stall_timeout_s)
+
+
+async def _read_into(f: Any, n: int, out: list[bytes]) -> None:
+    out.append(await trio.to_thread.run_sync(f.read, n))
