@@ -99,10 +99,12 @@ __all__ = [
     "SERVER",
     "TRANSFER_ROUTES",
     "HttpError",
+    "PushBody",
     "Route",
     "Signer",
     "TransferConfig",
     "TransferServer",
+    "apply_push",
     "error_response",
     "open_dataset",
 ]
@@ -443,14 +445,14 @@ async def put_object(request: web.Request) -> web.StreamResponse:
 
 
 @dataclass(frozen=True, slots=True)
-class _Push:
+class PushBody:
     """A push body, parsed: the record and the new blocks (oldest first)."""
 
     record: HeadRecord
     raws: list[bytes]
 
 
-async def _read_push(request: web.Request, max_bytes: int) -> _Push:
+async def _read_push(request: web.Request, max_bytes: int) -> PushBody:
     """The frames of a push body.
 
     Raises:
@@ -473,7 +475,7 @@ async def _read_push(request: web.Request, max_bytes: int) -> _Push:
         record = HeadRecord.from_json(frames[0])
     except InvalidHeadRecord as e:
         raise HttpError(403, f"head record refused: {e}") from None
-    return _Push(record, frames[1:])
+    return PushBody(record, frames[1:])
 
 
 def _push_target(
@@ -540,8 +542,11 @@ def _check_push(
     return blocks, state
 
 
-def _apply_push(server: TransferServer, ds: Dataset | None, push: _Push, alias: str) -> Multihash:
-    """Verify and commit a push; the new head.
+def apply_push(server: TransferServer, ds: Dataset | None, push: PushBody, alias: str) -> Multihash:
+    """Verify and commit a push through the receive path; the new head.
+
+    The pushed blocks' objects must have been uploaded (`put_object`); a new dataset
+    is installed from ``staging/push-<did>``.
 
     Raises:
         HttpError: see `_check_push`.
@@ -576,7 +581,7 @@ async def push(request: web.Request) -> web.StreamResponse:
     ds, alias = _push_target(request, ref, body.record)
     async with server.push_lock:
         try:
-            head = await asyncio.to_thread(_apply_push, server, ds, body, alias)
+            head = await asyncio.to_thread(apply_push, server, ds, body, alias)
         except (StaleHead, Equivocation, NotDescendant) as e:
             return error_response(409, str(e))
         except InvalidHeadRecord as e:
