@@ -44,7 +44,8 @@ def exit_code_for(error: BaseException) -> int:
     # p2p.errors pulls in fbs.did (hashing, multiformats) at every start otherwise.
     from engine.errors import EngineConfigError, EngineUnavailable, InvalidQuery
     from fbs.errors import FbsError, InvalidDid, InvalidMultiformat
-    from node.cli_util import EXIT_CONFLICT
+    from node.cli_util import EXIT_CONFLICT, EXIT_UNAVAILABLE
+    from node.errors import EngineManagerError, EngineSettingsError
     from node.ingest.errors import IngestError, SourceNotFound, SourceUnreachable
     from p2p.errors import (
         AttestationRejected,
@@ -74,12 +75,11 @@ def exit_code_for(error: BaseException) -> int:
 
     if isinstance(error, VerificationFailed) or is_stored_damage(error):
         return EXIT_VERIFY_FAILED
-    if isinstance(error, UsageError | InvalidAlias):
+    if isinstance(error, UsageError | InvalidAlias | EngineConfigError | EngineSettingsError):
         return EXIT_USAGE
-    if isinstance(error, EngineUnavailable):
-        return EXIT_INTERNAL
-    if isinstance(error, UsageError | EngineConfigError):
-        return EXIT_USAGE
+    if isinstance(error, EngineUnavailable | EngineManagerError):
+        # The engine cannot be started or reached: not a bug, and not the input's fault.
+        return EXIT_UNAVAILABLE
     if isinstance(
         error,
         DatasetNotFound
@@ -136,16 +136,25 @@ def exit_code_for(error: BaseException) -> int:
 def is_stored_damage(error: BaseException) -> bool:
     """Whether ``error`` reports a damaged workspace (exit 5, with an ``odf verify`` hint).
 
-    A stored object whose bytes no longer match its name or its block, a data file that
-    is no longer Parquet, a chain that does not decode or link, a missing or garbled
-    ``refs/head``, a symlink planted in a store. Errors about files the user passes on
+    A stored object whose bytes no longer match its name or its block, an object the chain
+    references that is gone (a block, slice or checkpoint), a data file that is no longer
+    Parquet, a chain that does not decode or link, a missing or garbled ``refs/head``, a
+    symlink planted in a store. Errors about files the user passes on
     the command line (``odf hash``, ``odf block``) are the user's input instead (4):
     `main` re-classifies those.
     """
-    from storage.errors import CorruptChain, CorruptObject, InvalidDataFile, InvalidRef, UnsafePath
+    from storage.errors import (
+        CorruptChain,
+        CorruptObject,
+        InvalidDataFile,
+        InvalidRef,
+        MissingObject,
+        UnsafePath,
+    )
 
     return isinstance(
-        error, CorruptObject | CorruptChain | InvalidRef | InvalidDataFile | UnsafePath
+        error,
+        CorruptObject | CorruptChain | MissingObject | InvalidRef | InvalidDataFile | UnsafePath,
     )
 
 
@@ -248,7 +257,16 @@ def cmd_add(args: argparse.Namespace) -> int:
             raise ManifestError(f"{path}: {e}") from None
     # Derivative datasets record the engine identity their transform was written for.
     pinned = [pin_engine_version(snap) for snap in snapshots]
-    for snap, ds in zip(pinned, ws.add_snapshots(pinned), strict=True):
+    from storage.errors import DatasetNotFound
+
+    try:
+        added = ws.add_snapshots(pinned)
+    except DatasetNotFound as e:
+        # Only a transform input is looked up here: a manifest naming a dataset that is
+        # not in the workspace is invalid input (4), refused before anything is stored.
+        where = args.manifest[0] if len(args.manifest) == 1 else "manifest"
+        raise ManifestError(f"{where}: {e}") from None
+    for snap, ds in zip(pinned, added, strict=True):
         print(f"Added {snap.name} ({ds.id}) head {ds.head()}")
     return EXIT_OK
 

@@ -15,8 +15,10 @@ if TYPE_CHECKING:
 # one ``odf: error: ...`` line and one of the codes below. A damaged workspace (object
 # or chain that no longer matches its name/metadata, lost or garbled refs/head, data
 # file no longer Parquet) is 5 with a hint to run ``odf verify``; a referenced object
-# that is simply gone is 3; OS errors (permission denied, disk full, I/O error) are 4;
-# Ctrl-C exits 130 quietly.
+# that is gone is damage too (5); a file or dataset named on the command line that does
+# not exist is 3; OS errors (permission denied, disk full, I/O error) are 4; a service
+# the command needs that cannot be started or reached (the Spark engine) is 7, the one
+# failure that retrying later may cure; Ctrl-C exits 130 quietly.
 EXIT_OK = 0
 EXIT_INTERNAL = 1
 EXIT_USAGE = 2
@@ -24,6 +26,7 @@ EXIT_NOT_FOUND = 3
 EXIT_INVALID = 4
 EXIT_VERIFY_FAILED = 5
 EXIT_CONFLICT = 6
+EXIT_UNAVAILABLE = 7
 
 #: Environment variable naming the workspace directory (default: search upwards from cwd).
 WORKSPACE_ENV = "ODF_WORKSPACE"

@@ -48,7 +48,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
-from node.errors import EngineManagerError
+from node.errors import EngineManagerError, EngineSettingsError
 from storage.fsutil import atomic_write_bytes
 from storage.lockfile import FileLock, file_lock
 
@@ -130,7 +130,7 @@ def _engine_config(ws: Workspace | None) -> dict[str, Any]:
 def _check_address(address: str, where: str) -> str:
     host, sep, port = address.rpartition(":")
     if not sep or not host or not port.isdigit() or not (0 < int(port) < 65536):
-        raise EngineManagerError(f"invalid engine address {address!r} in {where} (host:port)")
+        raise EngineSettingsError(f"invalid engine address {address!r} in {where} (host:port)")
     return address
 
 
@@ -138,7 +138,7 @@ def configured_address(ws: Workspace | None) -> str | None:
     """The engine address from ``$ODF_ENGINE_ADDRESS`` or the workspace config, if any.
 
     Raises:
-        EngineManagerError: a configured address that is not ``host:port``.
+        EngineSettingsError: a configured address that is not ``host:port``.
     """
     env = os.environ.get(ENGINE_ADDRESS_ENV)
     if env:
@@ -158,9 +158,9 @@ def _idle_timeout(ws: Workspace | None) -> float:
     try:
         value = float(raw)
     except (TypeError, ValueError):
-        raise EngineManagerError(f"invalid engine idle timeout {raw!r}") from None
+        raise EngineSettingsError(f"invalid engine idle timeout {raw!r}") from None
     if not value > 0:
-        raise EngineManagerError(f"engine idle timeout must be positive, got {raw!r}")
+        raise EngineSettingsError(f"engine idle timeout must be positive, got {raw!r}")
     return value
 
 

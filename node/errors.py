@@ -13,11 +13,13 @@ Tree::
         │   ├── IncompatibleSchema     the output schema differs from the dataset's
         │   └── DependencyCycle        derivative inputs form a cycle
         └── EngineManagerError an engine that cannot be located, started or reused
+            └── EngineSettingsError  invalid engine settings (address, idle timeout)
 
 CLI exit codes (see `node.cli`):
     0 success, 1 internal error, 2 usage error, 3 not found, 4 invalid input
     (malformed block/manifest/hash, refused append), 5 verification failed, 6 conflict
-    (concurrent update lost compare-and-swap).
+    (concurrent update lost compare-and-swap), 7 unavailable (the engine cannot be started
+    or reached).
 """
 
 from __future__ import annotations
@@ -69,3 +71,8 @@ class DependencyCycle(TransformError):
 
 class EngineManagerError(NodeError):
     """An engine that cannot be located, started or reused (see `node.engine_manager`)."""
+
+
+class EngineSettingsError(EngineManagerError, ValueError):
+    """Invalid engine settings in the environment or the workspace config (a usage error,
+    not an engine that is unavailable)."""

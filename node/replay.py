@@ -49,6 +49,7 @@ from node.transform import (
 )
 from storage.dataset import Dataset
 from storage.errors import DatasetNotFound, InvalidAlias
+from storage.verified import verified_checkpoint_path
 from storage.verify import VerifyReport, verify_integrity
 
 if TYPE_CHECKING:
@@ -286,6 +287,8 @@ def replay_transform_block(
 
     Raises:
         InputNotReady: an input dataset is not in the workspace.
+        storage.errors.MissingObject / DamagedObject: an input slice or the previous
+            checkpoint is gone or differs from its metadata (nothing reaches the engine).
         engine.errors.EngineInternalError / EngineUnavailable: the engine failed.
     """
     from engine.errors import InvalidQuery
@@ -312,8 +315,10 @@ def replay_transform_block(
         inputs=tuple(plans),
         prev_offset=event.prev_offset,
         prev_checkpoint=event.prev_checkpoint,
+        # Checked against its hash before the engine may read it: integrity ran before,
+        # but the file can change since, and a damaged checkpoint would replay wrongly.
         prev_checkpoint_file=(
-            ds.layout.checkpoints.path_of(event.prev_checkpoint)
+            verified_checkpoint_path(ds.layout.checkpoints.root, event.prev_checkpoint)
             if event.prev_checkpoint is not None
             else None
         ),

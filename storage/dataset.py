@@ -50,6 +50,7 @@ from storage.errors import (
     DatasetNotFound,
     InvalidAppend,
     InvalidCommit,
+    MissingObject,
     ObjectNotFound,
     ObjectTooLarge,
     RefCASFailed,
@@ -234,15 +235,24 @@ class Dataset:
     ) -> Iterator[tuple[Multihash, bytes, MetadataBlock]]:
         """Yield ``(hash, bytes, block)`` from ``start`` (default: the head) back to the Seed.
 
+        ``start`` is a block of this chain (the head, a state's head, a block found by
+        walking it): to look up a hash from elsewhere, use `get_block`.
+
         Raises:
             CorruptChain: a block that does not decode, or a sequence number that does
                 not decrease by one along ``prev_block_hash``.
-            ObjectNotFound / CorruptObject: a missing or damaged block.
+            MissingObject: a block of the chain is gone (the workspace is damaged).
+            CorruptObject: a damaged block.
         """
         h = self.head() if start is None else as_block_hash(start)
         expected_seq: int | None = None
         while h is not None:
-            raw, block = self.get_block(h)
+            try:
+                raw, block = self.get_block(h)
+            except ObjectNotFound:
+                raise MissingObject(
+                    f"metadata block {h} is missing from {self.layout.blocks.root}"
+                ) from None
             if expected_seq is not None and block.sequence_number != expected_seq:
                 raise CorruptChain(
                     f"block {h} has sequence number {block.sequence_number}, "

@@ -5,6 +5,7 @@ Tree::
     OdfError (fbs.errors)
     └── StorageError
         ├── ObjectNotFound          no object under that hash
+        │   └── MissingObject       an object the chain references is gone (damage)
         ├── HashMismatch            bytes do not hash to the expected multihash
         │   └── CorruptObject       a stored object whose bytes no longer match its name
         │       └── DamagedObject   a slice/checkpoint that differs from its metadata, found on read
@@ -45,6 +46,12 @@ class ObjectNotFound(StorageError, KeyError):
 
     def __str__(self) -> str:  # KeyError quotes its message; we do not want that
         return str(self.args[0]) if self.args else "object not found"
+
+
+class MissingObject(ObjectNotFound):
+    """An object a dataset's chain references (a block reached from the head, a data
+    slice or a checkpoint) that is gone from its store: the workspace is damaged, unlike
+    a hash the caller asked for that was never stored (plain `ObjectNotFound`)."""
 
 
 class HashMismatch(StorageError, ValueError):

@@ -4,7 +4,7 @@ Nothing hands a reader (`odf tail`/`export`, the Python API, `odf sql`'s staging
 engine request's inputs) the bytes of a slice or checkpoint before they were checked
 against the metadata: the size the block declares and the physical (SHA3-256) hash the
 object is named by. A mismatch is a `DamagedObject` naming the object and ``odf verify``;
-a missing file is `ObjectNotFound`.
+a missing file is `MissingObject` (an `ObjectNotFound` that marks damage too).
 
 Cost: an object is hashed once, then remembered by its *stamp* -- path, inode, size,
 ``mtime_ns`` and ``ctime_ns`` (``ctime`` cannot be set back by ``utime``; a file swapped
@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
 from fbs.multiformats import Multihash
-from storage.errors import DamagedObject, ObjectNotFound, UnsafePath
+from storage.errors import DamagedObject, MissingObject, UnsafePath
 from storage.fsutil import open_for_read
 
 if TYPE_CHECKING:
@@ -72,6 +72,14 @@ def forget_all() -> None:
     """Drop the process-wide stamps (tests and benchmarks measure cold reads with it)."""
     with _SEEN_LOCK:
         _SEEN.clear()
+
+
+def forget_under(directory: Path) -> None:
+    """Drop the process-wide stamps of files under ``directory`` (a deleted dataset)."""
+    prefix = os.path.join(os.path.abspath(directory), "")
+    with _SEEN_LOCK:
+        for key in [k for k in _SEEN if k.startswith(prefix)]:
+            del _SEEN[key]
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,7 +123,7 @@ class VerifiedObjects:
         Returns its bytes if ``keep`` and they had to be read (not remembered), else None.
 
         Raises:
-            ObjectNotFound: no file for ``h``.
+            MissingObject: no file for ``h`` (an `ObjectNotFound`).
             DamagedObject: wrong size, wrong hash, or not a regular file.
         """
         path = root / h.to_multibase()
@@ -123,7 +131,7 @@ class VerifiedObjects:
         try:
             st = os.lstat(path)
         except FileNotFoundError:
-            raise ObjectNotFound(
+            raise MissingObject(
                 f"{kind} object {h} is missing ({path}); run `odf verify --integrity`"
             ) from None
         if not stat.S_ISREG(st.st_mode):
@@ -145,7 +153,9 @@ class VerifiedObjects:
         try:
             f = open_for_read(path)
         except FileNotFoundError:
-            raise ObjectNotFound(f"{kind} object {h} is missing ({path})") from None
+            raise MissingObject(
+                f"{kind} object {h} is missing ({path}); run `odf verify --integrity`"
+            ) from None
         except UnsafePath:
             raise DamagedObject(kind, h, path, "not a regular file") from None
         with f:
@@ -238,7 +248,7 @@ def verified_object_path(root: Path, kind: str, h: Multihash, size: int | None) 
     stamps are remembered in this process only.
 
     Raises:
-        ObjectNotFound / DamagedObject: see `VerifiedObjects.check`.
+        MissingObject / DamagedObject: see `VerifiedObjects.check`.
     """
     _MEMORY_ONLY.check(root, kind, h, size)
     return root / h.to_multibase()
@@ -273,7 +283,7 @@ def iter_slice_sources(dataset: Dataset, head: Multihash | None = None) -> Itera
     the caller parses this one (SHA3 releases the GIL): at most two slices in memory.
 
     Raises:
-        ObjectNotFound / DamagedObject: a missing or damaged slice (when it is reached).
+        MissingObject / DamagedObject: a missing or damaged slice (when it is reached).
     """
     from concurrent.futures import ThreadPoolExecutor
 
@@ -302,7 +312,7 @@ def verified_slice_paths(dataset: Dataset, head: Multihash | None = None) -> lis
     checked against its block's size and physical hash (cheap when remembered).
 
     Raises:
-        ObjectNotFound / DamagedObject: a missing or damaged slice.
+        MissingObject / DamagedObject: a missing or damaged slice.
     """
     verifier = dataset.verified_objects
     root = dataset.layout.data.root

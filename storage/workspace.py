@@ -8,6 +8,7 @@
       datasets/<did multibase>/     one kamu-layout dataset per DID (fed01...)
       keys/                         private keys (`storage.keystore`, mode 0700)
       cache/chain-state/<did>.json  chain-state caches (`storage.dataset`)
+      cache/verified/<did>.json     verified-read stamps (`storage.verified`)
       staging/<random>/             datasets being created (invisible until renamed)
       trash/<random>/               datasets being deleted
       .lock                         flock serializing alias changes
@@ -82,6 +83,7 @@ from storage.gc import (
 )
 from storage.keystore import KeyStore
 from storage.layout import DatasetLayout
+from storage.verified import forget_under, record_path_for
 
 __all__ = [
     "WORKSPACE_DIR",
@@ -658,7 +660,8 @@ class Workspace:
     # -- deletion ---------------------------------------------------------------------------
 
     def delete(self, ref: str | DatasetId) -> DatasetEntry:
-        """Delete a dataset: it disappears atomically; its key is retired, not erased.
+        """Delete a dataset: it disappears atomically; its key is retired, not erased; its
+        caches (chain state, verified-read stamps) are dropped.
 
         Raises:
             InvalidAlias / InvalidDid / DatasetNotFound: see `resolve`.
@@ -676,7 +679,14 @@ class Workspace:
             }
             self._write_index(index)
             self.keys.retire(entry.id)
-            self._state_cache(entry.id).unlink(missing_ok=True)
+            cache = self._state_cache(entry.id)
+            cache.unlink(missing_ok=True)
+            # Its verified-read stamps too: they name files that are gone, and a dataset
+            # fetched again under the same DID must be hashed afresh.
+            record = record_path_for(cache)
+            assert record is not None
+            record.unlink(missing_ok=True)
+            forget_under(entry.path)
         shutil.rmtree(trash, ignore_errors=True)
         return entry
 

@@ -137,7 +137,7 @@ content:
 """
     )
     # Unknown input: refused, nothing created.
-    assert run(ws, "add", str(deriv)) == EXIT_NOT_FOUND
+    assert run(ws, "add", str(deriv)) == EXIT_INVALID
     assert run(ws, "add", str(EXAMPLE), str(deriv)) == EXIT_OK
     capsys.readouterr()
     assert run(ws, "log", "demo.big-cities", "--output-format", "json") == EXIT_OK

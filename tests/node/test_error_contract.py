@@ -2,11 +2,13 @@
 
 Exit 1 is for bugs only; every other failure is exactly one ``odf: error: ...`` line on
 stderr and a documented code (0 success, 1 internal error, 2 usage, 3 not found,
-4 invalid input, 5 verification failed, 6 conflict). A damaged workspace is 5 (or 3
-for an object that is simply gone) and the message points at ``odf verify``.
+4 invalid input, 5 verification failed, 6 conflict, 7 unavailable). A damaged workspace
+(an object that differs from its metadata or is gone, a lost head) is 5 and the message
+points at ``odf verify``.
 
 Measured on main: an appended-to data file made ``tail``/``export`` exit 1; a deleted
-``refs/head`` made every command treat the dataset as empty and succeed.
+``refs/head`` made every command treat the dataset as empty and succeed; a deleted block
+exited 3 without the hint; an engine that cannot be reached exited 1.
 """
 
 from __future__ import annotations
@@ -17,16 +19,33 @@ import shutil
 import subprocess
 import sys
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, cast
 
 import pytest
 
-from fbs.model import AddData
+from engine.errors import EngineTimeout, EngineUnavailable
+from fbs.model import AddData, ExecuteTransform, MetadataBlock, SetDataSchema, SetTransform
+from fbs.multiformats import Multihash
 from node import cli
-from node.cli_util import EXIT_INTERNAL, EXIT_INVALID, EXIT_NOT_FOUND, EXIT_VERIFY_FAILED
-from storage.errors import CorruptObject
+from node.cli_util import (
+    EXIT_INTERNAL,
+    EXIT_INVALID,
+    EXIT_UNAVAILABLE,
+    EXIT_USAGE,
+    EXIT_VERIFY_FAILED,
+)
+from node.errors import EngineManagerError, EngineSettingsError
+from storage import verified
+from storage.dataset import Dataset
+from storage.errors import CorruptObject, DamagedObject
 from storage.workspace import Workspace
+from tests.node.test_fault_campaign import build_pristine
 from tests.storage.test_dataset import write_checkpoint
+
+if TYPE_CHECKING:
+    from engine.client import EngineClient
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "node" / "examples" / "city-populations.yaml"
@@ -116,6 +135,14 @@ def _delete_seed(d: Path) -> None:
     _writable(blocks[0]).unlink()
 
 
+def _delete_data(d: Path) -> None:
+    _writable(_only(d / "data")).unlink()
+
+
+def _delete_checkpoint(d: Path) -> None:
+    _writable(_only(d / "checkpoints")).unlink()
+
+
 def _append_to_data(d: Path) -> None:
     with _writable(_only(d / "data")).open("ab") as f:
         f.write(b"appended")
@@ -133,22 +160,24 @@ def _unreadable_head(d: Path) -> None:
     os.chmod(d / "refs" / "head", 0)
 
 
-DAMAGED = {EXIT_NOT_FOUND, EXIT_INVALID, EXIT_VERIFY_FAILED}
+#: A damaged workspace: exit 5, the one error line pointing at ``odf verify``.
+DAMAGE = {EXIT_VERIFY_FAILED}
+#: Permission denied: an OS error (4), or verify's report of it (5). Not as root.
+OS_ERROR = {EXIT_INVALID, EXIT_VERIFY_FAILED}
 NOT_READ = {0}  # the command does not read what was damaged (log reads no data files)
 COMMANDS = ("tail", "export", "log", "verify")
 
 #: damage -> (how, expected exit codes of tail, export, log, verify)
 CASES: dict[str, tuple[Callable[[Path], None], tuple[set[int], ...]]] = {
-    "deleted-head": (_delete_head, (DAMAGED, DAMAGED, DAMAGED, {EXIT_VERIFY_FAILED})),
-    "deleted-head-block": (_delete_block, (DAMAGED, DAMAGED, DAMAGED, {EXIT_VERIFY_FAILED})),
-    "deleted-seed-block": (_delete_seed, (DAMAGED, DAMAGED, DAMAGED, {EXIT_VERIFY_FAILED})),
-    "appended-data": (_append_to_data, (DAMAGED, DAMAGED, NOT_READ, {EXIT_VERIFY_FAILED})),
-    "truncated-checkpoint": (
-        _truncate_checkpoint,
-        (NOT_READ, NOT_READ, NOT_READ, {EXIT_VERIFY_FAILED}),
-    ),
-    "unreadable-data": (_unreadable_data, (DAMAGED, DAMAGED, NOT_READ, {EXIT_VERIFY_FAILED})),
-    "unreadable-head": (_unreadable_head, (DAMAGED, DAMAGED, DAMAGED, {EXIT_VERIFY_FAILED})),
+    "deleted-head": (_delete_head, (DAMAGE, DAMAGE, DAMAGE, DAMAGE)),
+    "deleted-head-block": (_delete_block, (DAMAGE, DAMAGE, DAMAGE, DAMAGE)),
+    "deleted-seed-block": (_delete_seed, (DAMAGE, DAMAGE, DAMAGE, DAMAGE)),
+    "deleted-data": (_delete_data, (DAMAGE, DAMAGE, NOT_READ, DAMAGE)),
+    "deleted-checkpoint": (_delete_checkpoint, (NOT_READ, NOT_READ, NOT_READ, DAMAGE)),
+    "appended-data": (_append_to_data, (DAMAGE, DAMAGE, NOT_READ, DAMAGE)),
+    "truncated-checkpoint": (_truncate_checkpoint, (NOT_READ, NOT_READ, NOT_READ, DAMAGE)),
+    "unreadable-data": (_unreadable_data, (OS_ERROR, OS_ERROR, NOT_READ, OS_ERROR)),
+    "unreadable-head": (_unreadable_head, (OS_ERROR, OS_ERROR, OS_ERROR, OS_ERROR)),
 }
 NEEDS_NON_ROOT = {"unreadable-data", "unreadable-head"}
 
@@ -178,7 +207,7 @@ def test_damaged_workspace_fails_typed(case: str, base: Path, tmp_path: Path) ->
         errors = [line for line in r.stderr.splitlines() if line.startswith("odf: error:")]
         assert len(errors) == (0 if r.returncode == 0 else 1), what
         if r.returncode == EXIT_VERIFY_FAILED and command != "verify":
-            assert "odf verify" in errors[0], what
+            assert "odf verify --integrity" in errors[0], what
 
 
 def test_verify_reports_a_lost_head(base: Path, tmp_path: Path) -> None:
@@ -251,6 +280,10 @@ def test_keyboard_interrupt_is_quiet_130(
         (OSError(errno.EIO, "Input/output error", "/x/refs/head"), 4, "Input/output error"),
         (FileNotFoundError(errno.ENOENT, "No such file", "/x/in.csv"), 3, "no such file"),
         (CorruptObject("object f1620ab is damaged"), 5, "odf verify"),
+        (EngineUnavailable("engine at 127.0.0.1:1 unavailable"), 7, "unavailable"),
+        (EngineTimeout("engine call timed out"), 7, "timed out"),
+        (EngineManagerError("the engine did not start within 60 s"), 7, "did not start"),
+        (EngineSettingsError("invalid engine address 'x'"), 2, "invalid engine address"),
     ],
 )
 def test_typed_one_line_errors(
@@ -277,3 +310,157 @@ def test_user_files_are_invalid_input_not_damage(tmp_path: Path) -> None:
 
 def test_bugs_still_exit_1() -> None:
     assert cli.exit_code_for(RuntimeError("a bug")) == EXIT_INTERNAL
+
+
+# -- exit codes of real processes: engine, add, replay, delete ---------------------------------
+
+
+def _one_error(r: subprocess.CompletedProcess[str]) -> str:
+    lines = [line for line in r.stderr.splitlines() if line.startswith("odf: error:")]
+    assert len(lines) == 1 and "Traceback" not in r.stderr, r.stderr
+    return lines[0]
+
+
+def test_an_engine_that_cannot_be_reached_is_unavailable_7(base: Path) -> None:
+    """Nobody listens on port 1: the engine is unavailable (7), not a bug (1)."""
+    env = {**os.environ, "ODF_WORKSPACE": str(base), "ODF_ENGINE_ADDRESS": "127.0.0.1:1"}
+    argv = [odf_exe(), "sql", "--engine", "spark", "SELECT 1"]
+    r = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=120)
+    assert r.returncode == EXIT_UNAVAILABLE, r.stderr
+    assert "unavailable" in _one_error(r)
+    # A malformed address is a settings (usage) error instead: retrying cannot help.
+    env["ODF_ENGINE_ADDRESS"] = "not-an-address"
+    r = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=120)
+    assert r.returncode == EXIT_USAGE, r.stderr
+    assert "invalid engine address" in _one_error(r)
+
+
+def _tree(root: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for p in root.rglob("*") if p.is_file()}
+
+
+def test_an_unknown_transform_input_at_add_is_invalid_input_4(base: Path, tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    shutil.copytree(base, ws, symlinks=True)
+    manifest = tmp_path / "d.yaml"
+    manifest.write_text(
+        "kind: DatasetSnapshot\nversion: 1\ncontent:\n  name: demo.d\n  kind: Derivative\n"
+        "  metadata:\n  - kind: SetTransform\n    inputs:\n    - datasetRef: demo.nope\n"
+        "    transform:\n      kind: Sql\n      engine: spark\n"
+        "      query: SELECT * FROM `demo.nope`\n",
+        encoding="utf-8",
+    )
+    before = _tree(ws)
+    r = _odf(ws, "add", str(manifest))
+    assert r.returncode == EXIT_INVALID, r.stderr
+    line = _one_error(r)
+    assert "unknown transform input" in line and "demo.nope" in line and str(manifest) in line
+    assert _tree(ws) == before  # refused before anything was stored
+
+
+@pytest.fixture(scope="module")
+def derivative(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The fault campaign's pristine workspace: ``deriv`` has 2 ExecuteTransform blocks,
+    the second one resuming from the first one's checkpoint (built without Spark)."""
+    return build_pristine(tmp_path_factory.mktemp("replay"))
+
+
+def _damage_checkpoint(project: Path, h: object) -> Path:
+    (path,) = (Workspace.open(project).get("deriv").layout.checkpoints.root).glob(f"{h}")
+    os.chmod(path, 0o644)
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0x01  # same size: only the hash can tell
+    path.write_bytes(bytes(data))
+    return path
+
+
+@dataclass(frozen=True)
+class _Resumed:
+    """The derivative's second ExecuteTransform block and the chain context it runs in."""
+
+    ds: Dataset
+    h: Multihash
+    block: MetadataBlock
+    event: ExecuteTransform
+    set_transform: SetTransform
+    schema: SetDataSchema
+
+
+def _second_transform(project: Path) -> _Resumed:
+    ds = Workspace.open(project).get("deriv")
+    chain = [(h, b) for h, _raw, b in ds.iter_blocks()][::-1]
+    (st,) = [b.event for _h, b in chain if isinstance(b.event, SetTransform)]
+    (schema,) = [b.event for _h, b in chain if isinstance(b.event, SetDataSchema)]
+    transforms = [(h, b) for h, b in chain if isinstance(b.event, ExecuteTransform)]
+    h, block = transforms[1]
+    event = block.event
+    assert isinstance(event, ExecuteTransform) and event.prev_checkpoint is not None
+    assert isinstance(st, SetTransform) and isinstance(schema, SetDataSchema)
+    return _Resumed(ds, h, block, event, st, schema)
+
+
+class _NoEngine:
+    """An engine that must not be reached: the damage is found before any request."""
+
+    def __getattr__(self, name: str) -> object:
+        raise AssertionError(f"the engine was used ({name}) with a damaged checkpoint")
+
+
+def test_replay_reads_the_previous_checkpoint_verified(derivative: Path, tmp_path: Path) -> None:
+    """Damage after the integrity pass (or between blocks) still never reaches the engine."""
+    from node.replay import replay_transform_block
+
+    project = tmp_path / "project"
+    shutil.copytree(derivative, project, symlinks=True)
+    r = _second_transform(project)
+    _damage_checkpoint(project, r.event.prev_checkpoint)
+    with pytest.raises(DamagedObject) as caught:
+        replay_transform_block(
+            Workspace.open(project),
+            r.ds,
+            "deriv",
+            r.h,
+            r.block,
+            set_transform=r.set_transform,
+            vocab=None,
+            schema=r.schema,
+            engine=cast("EngineClient", _NoEngine()),
+        )
+    assert caught.value.kind == "checkpoint"
+    assert cli.exit_code_for(caught.value) == EXIT_VERIFY_FAILED
+
+
+def test_full_verify_with_a_damaged_checkpoint_exits_5(derivative: Path, tmp_path: Path) -> None:
+    """``odf verify deriv`` (replay) as a process: typed 5 before any engine is needed."""
+    project = tmp_path / "project"
+    shutil.copytree(derivative, project, symlinks=True)
+    _damage_checkpoint(project, _second_transform(project).event.prev_checkpoint)
+    env = {**os.environ, "ODF_WORKSPACE": str(project), "ODF_ENGINE_ADDRESS": "127.0.0.1:1"}
+    r = subprocess.run(
+        [odf_exe(), "verify", "deriv"], env=env, capture_output=True, text=True, timeout=300
+    )
+    assert r.returncode == EXIT_VERIFY_FAILED, r.stdout + r.stderr
+    assert "verification failed: deriv" in _one_error(r)
+    assert "deriv: FAILED" in r.stdout
+
+
+def test_delete_drops_the_verified_read_stamps(derivative: Path, tmp_path: Path) -> None:
+    project = tmp_path / "project"
+    shutil.copytree(derivative, project, symlinks=True)
+    for alias in ("root", "deriv"):  # reads remember every slice (process and record)
+        assert cli.main(["--workspace", str(project), "tail", alias]) == 0
+    ws = Workspace.open(project)
+    deriv_dir = ws.get("deriv").layout.root
+    records = project / ".odf" / "cache" / verified.RECORD_DIR
+    deriv_record = records / f"{deriv_dir.name}.json"
+    root_record = records / f"{ws.get('root').layout.root.name}.json"
+    assert deriv_record.is_file() and root_record.is_file()
+
+    def stamps_under(d: Path) -> list[str]:
+        return [k for k in verified._SEEN if k.startswith(f"{d}{os.sep}")]
+
+    assert stamps_under(deriv_dir)
+    assert cli.main(["--workspace", str(project), "delete", "--yes", "deriv"]) == 0
+    assert not deriv_record.exists() and not stamps_under(deriv_dir)
+    assert root_record.is_file()  # the other dataset's stamps stay
+    assert cli.main(["--workspace", str(project), "verify", "--integrity"]) == 0
