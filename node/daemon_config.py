@@ -97,7 +97,8 @@ class NodeConfig:
         log_level / log_format: logging (see `node.daemon.setup_logging`).
         head_poll_interval_s: period of the head watcher.
         reannounce_interval_s: period of re-gossiping held heads (late joiners).
-        pull_attempts: tries per pull before giving up until the next announcement.
+        pull_attempts: fast tries per pull; later retries wait the longest backoff
+            (a pull is never dropped while its head is the newest wanted).
         pull_retry_delay_s: first retry delay (doubled each try, capped at 30 s).
         validator: run a validator: replicate followed derivatives with their inputs,
             check every new block (`node.validator`), gossip signed attestations.

@@ -5,11 +5,18 @@ against the head store (stale, replayed and lower records cost nothing), then, f
 followed datasets (`node.daemon_follow.FollowList`), a pull is queued (`PullScheduler.offer`).
 Pulls are serialized per dataset (one task each; a newer record received meanwhile is
 pulled next), run from the announcing peer and every connected peer that has the head,
-retry with exponential backoff, and resume: objects already stored are not fetched again
+retry with jittered exponential backoff, and resume: objects already stored are not fetched again
 (`p2p.sync.pull_dataset`). `PullScheduler.probe_peers` looks up interrupted pulls
 (``.odf/staging/pull-*``, held records ahead of the local head) and followed datasets on
 peers. Heads heard of (`PullScheduler.known`), queued pulls and the last finished ones
 (`PullRecord`) are kept for ``/api/status``.
+
+Retries never give up on a head while it is the newest one wanted (issue 18.2: a peer
+that answers ``busy`` under abuse must not make an honest follower drop the head): after
+``pull_attempts`` fast tries the delay stays at `MAX_RETRY_DELAY_S`; each delay is
+jittered (so followers told ``busy`` together do not come back together), and a newer
+record or a new provider wakes the waiting pull at once. The first time a pull crosses
+``pull_attempts`` it is reported once in the history ("still failing").
 
 What happens after a pull (announce, attestations, validation) and the dispute policy
 are the daemon's: it passes them in as callbacks.
@@ -21,6 +28,7 @@ import asyncio
 import contextlib
 import logging
 import os
+import random
 import time
 from collections import OrderedDict, deque
 from collections.abc import Awaitable, Callable, Sequence
@@ -51,7 +59,7 @@ from storage.errors import StorageError
 from storage.layout import DatasetLayout
 from storage.workspace import Workspace
 
-__all__ = ["PeerView", "PullRecord", "PullScheduler"]
+__all__ = ["PeerView", "PullRecord", "PullScheduler", "retry_delay"]
 
 #: Network heads remembered (datasets seen in gossip), most recent kept.
 MAX_KNOWN_HEADS: Final = 10_000
@@ -63,6 +71,17 @@ PULL_HISTORY: Final = 50
 PROBE_TIMEOUT_S: Final = 10.0
 #: Cap of the retry backoff (seconds).
 MAX_RETRY_DELAY_S: Final = 30.0
+
+
+def retry_delay(attempt: int, first_s: float, *, rng: random.Random | None = None) -> float:
+    """Delay before retry ``attempt`` (1-based): exponential, capped, jittered.
+
+    "Equal jitter": a uniform draw in [d/2, d] of the capped exponential d, so the
+    delay never collapses to zero but followers told ``busy`` together spread out.
+    """
+    d = min(MAX_RETRY_DELAY_S, first_s * float(2 ** min(max(attempt - 1, 0), 30)))
+    draw = rng.random() if rng is not None else random.random()
+    return d / 2 + draw * d / 2
 
 
 @dataclass(slots=True)
@@ -88,6 +107,8 @@ class _Want:
     started_at: float | None = None
     last_error: str | None = None
     task: asyncio.Task[None] | None = None
+    #: Set when a newer record or a new provider arrives: ends a retry wait early.
+    wake: asyncio.Event = field(default_factory=asyncio.Event)
 
 
 @dataclass(frozen=True, slots=True)
@@ -243,10 +264,12 @@ class PullScheduler:
         elif record.sequence_number > want.record.sequence_number:
             want.record = record
             want.attempts = 0
+            want.wake.set()
         elif record.head != want.record.head:
             return  # older (or conflicting: the head store decides at pull time)
-        if origin:
+        if origin and origin not in want.providers:
             _add_provider(want.providers, origin)
+            want.wake.set()
         if want.task is None or want.task.done():
             want.task = asyncio.create_task(self._pull_loop(did), name=f"pull-{did}")
 
@@ -271,7 +294,6 @@ class PullScheduler:
         return list(self._history)
 
     async def _pull_loop(self, did: DatasetId) -> None:
-        cfg = self.config
         while not self.stopping:
             want = self.wants[did]
             record = want.record
@@ -297,25 +319,7 @@ class PullScheduler:
                     return
                 continue
             except (OdfError, OSError) as e:
-                want.attempts += 1
-                want.last_error = f"{type(e).__name__}: {e}"
-                want.started_at = None
-                if want.attempts >= cfg.pull_attempts:
-                    self._finish(did, record, False, f"gave up: {want.last_error}", t0)
-                    if self.wants[did].record is record:
-                        del self.wants[did]
-                        return
-                    continue
-                delay = min(MAX_RETRY_DELAY_S, cfg.pull_retry_delay_s * 2 ** (want.attempts - 1))
-                event(
-                    logging.INFO,
-                    "pull failed, retrying",
-                    dataset=str(did),
-                    attempt=want.attempts,
-                    delay_s=delay,
-                    error=want.last_error,
-                )
-                await asyncio.sleep(delay)
+                await self._retry_later(did, want, record, e, t0)
                 continue
             self._finish(did, record, True, "ok", t0, result)
             await self._on_pulled(did, record)
@@ -323,6 +327,28 @@ class PullScheduler:
             if current is None or current.record is record:
                 self.wants.pop(did, None)
                 return
+
+    async def _retry_later(
+        self, did: DatasetId, want: _Want, record: HeadRecord, error: BaseException, t0: float
+    ) -> None:
+        """Wait before the next try (see the module docstring); a wake-up ends it early."""
+        want.attempts += 1
+        want.last_error = f"{type(error).__name__}: {error}"
+        want.started_at = None
+        if want.attempts == self.config.pull_attempts:
+            self._finish(did, record, False, f"still failing, retrying: {want.last_error}", t0)
+        delay = retry_delay(want.attempts, self.config.pull_retry_delay_s)
+        event(
+            logging.INFO,
+            "pull failed, retrying",
+            dataset=str(did),
+            attempt=want.attempts,
+            delay_s=round(delay, 3),
+            error=want.last_error,
+        )
+        want.wake.clear()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(want.wake.wait(), delay)
 
     def _finish(
         self,
