@@ -28,7 +28,6 @@ runs, so nothing is read from the body and nothing changes on disk.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import hmac
 import ipaddress
@@ -43,7 +42,7 @@ from typing import Final
 
 from node.errors import NodeError
 from storage.errors import StorageError
-from storage.fsutil import ensure_dir, open_for_read, pending_name
+from storage.fsutil import create_file_durably, ensure_dir, open_for_read
 
 __all__ = [
     "READ_METHODS",
@@ -141,7 +140,8 @@ def load_or_create_token(ws_root: Path) -> str:
     """The workspace's HTTP token, created (0600, durably, atomically) if missing.
 
     Two processes creating it at once end up with the same token: the file appears
-    whole (written under a temp name, then hard-linked) and the loser reads the winner's.
+    whole and is never replaced (`storage.fsutil.create_file_durably`), so the loser
+    reads the winner's.
 
     Raises:
         TokenFileError: an unsafe or malformed existing file.
@@ -152,26 +152,8 @@ def load_or_create_token(ws_root: Path) -> str:
     if existing is not None:
         return existing
     ensure_dir(path.parent)
-    tmp = path.parent / pending_name()
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC | getattr(os, "O_NOFOLLOW", 0)
-    fd = os.open(tmp, flags, TOKEN_FILE_MODE)
-    try:
-        try:
-            os.fchmod(fd, TOKEN_FILE_MODE)  # whatever the umask
-            os.write(fd, (secrets.token_urlsafe(TOKEN_BYTES) + "\n").encode("ascii"))
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        with contextlib.suppress(FileExistsError):
-            os.link(tmp, path)
-    finally:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-    dfd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    try:
-        os.fsync(dfd)
-    finally:
-        os.close(dfd)
+    fresh = (secrets.token_urlsafe(TOKEN_BYTES) + "\n").encode("ascii")
+    create_file_durably(path, fresh, mode=TOKEN_FILE_MODE)
     token = read_token_file(path)
     if token is None:  # pragma: no cover - removed between link and read
         raise TokenFileError(f"token file {path} vanished while being created")

@@ -72,7 +72,7 @@ class FsOps:
     """Real file operations: the production implementation of the seam.
 
     Mutating methods are `create_exclusive`, `write`, `fsync`, `fsync_path`, `chmod`,
-    `replace`, `fsync_dir`, `mkdir`, `unlink` and `touch`. `close` does not change what is
+    `replace`, `link`, `fsync_dir`, `mkdir`, `unlink` and `touch`. `close` does not change what is
     on disk and is never a crash point.
     """
 
@@ -130,6 +130,14 @@ class FsOps:
     def touch(self, path: Path) -> None:
         """Set a file's mtime to now without following symlinks."""
         os.utime(path, follow_symlinks=False)
+
+    def link(self, src: Path, dst: Path) -> None:
+        """Give the file ``src`` the second name ``dst`` (a hard link; never replaces).
+
+        Raises:
+            FileExistsError: if anything exists at ``dst``.
+        """
+        os.link(src, dst, follow_symlinks=False)
 
     def fsync_path(self, path: Path) -> None:
         """Flush a file that was written outside the seam (e.g. by a download) to disk."""
@@ -200,6 +208,10 @@ class RecordingOps(FsOps):
     def touch(self, path: Path) -> None:
         self._tick("touch", path)
         super().touch(path)
+
+    def link(self, src: Path, dst: Path) -> None:
+        self._tick("link", dst)
+        super().link(src, dst)
 
     def fsync_path(self, path: Path) -> None:
         self._tick("fsync", path)
@@ -341,6 +353,11 @@ class CrashAt(RecordingOps):
                 displaced.path = dst
 
         self._undo.append(_Undo(undo, directory=dst.parent))
+
+    def link(self, src: Path, dst: Path) -> None:
+        super().link(src, dst)
+        created = _abs(dst)
+        self._undo.append(_Undo(lambda: created.unlink(missing_ok=True), directory=created.parent))
 
     def fsync_dir(self, path: Path) -> None:
         super().fsync_dir(path)

@@ -114,6 +114,29 @@ class PendingFile:
         self.committed = True
         self._ops.fsync_dir(self.directory)
 
+    def commit_new(self, final: Path) -> bool:
+        """Like `commit`, but never replaces: whether ``final`` was created.
+
+        The temp file is fsynced, hard-linked onto ``final`` (which fails if the name
+        exists), then removed; so of two racing creators one wins with its whole file
+        and the other reads the winner's.
+        """
+        if self._fd is None:
+            raise ValueError("pending file is closed")
+        if Path(final).parent != self.directory:
+            raise ValueError("final name must be in the pending file's directory")
+        self._ops.fsync(self._fd)
+        self._close_fd()
+        try:
+            self._ops.link(self.path, final)
+            created = True
+        except FileExistsError:
+            created = False
+        self._ops.unlink(self.path)
+        self.committed = True
+        self._ops.fsync_dir(self.directory)
+        return created
+
     def abort(self) -> None:
         """Close and remove the temp file (no-op after `commit`)."""
         self._close_fd()
@@ -156,6 +179,27 @@ def atomic_write_bytes(
     with PendingFile(path.parent, mode=mode, ops=ops) as pending:
         pending.write(data)
         pending.commit(path)
+
+
+def create_file_durably(
+    path: Path, data: bytes, *, mode: int = FILE_MODE, ops: FsOps = DEFAULT_OPS
+) -> bool:
+    """Create the file ``path`` holding ``data`` unless something is there already.
+
+    Unlike `atomic_write_bytes` an existing file is never replaced (`PendingFile.commit_new`):
+    the file appears whole, with exactly ``mode`` (whatever the umask), or not at all.
+
+    Returns:
+        Whether this call created the file.
+
+    Raises:
+        FileNotFoundError: if the parent directory does not exist.
+    """
+    path = Path(path)
+    with PendingFile(path.parent, mode=mode, ops=ops) as pending:
+        ops.chmod(pending.path, mode)  # the umask may have dropped bits of ``mode``
+        pending.write(data)
+        return pending.commit_new(path)
 
 
 #: Same as `atomic_write_bytes` (the name `node.cli` uses for ``--output`` files).

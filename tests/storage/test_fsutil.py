@@ -10,12 +10,13 @@ from pathlib import Path
 import pytest
 
 from storage.errors import UnsafePath
-from storage.faults import FsOps, RecordingOps
+from storage.faults import CrashAt, FsOps, RecordingOps, SimulatedCrash, plan_crashes
 from storage.fsutil import (
     PENDING_PREFIX,
     PendingFile,
     atomic_write_bytes,
     cleanup_pending,
+    create_file_durably,
     ensure_dir,
     is_pending_name,
     open_for_read,
@@ -190,3 +191,42 @@ def test_write_file_durably_alias(tmp_path: Path) -> None:
     write_file_durably(tmp_path / "out.bin", b"\x00block")
     assert (tmp_path / "out.bin").read_bytes() == b"\x00block"
     assert os.listdir(tmp_path) == ["out.bin"]
+
+
+# -- create_file_durably: create once, never replace --------------------------------------
+
+
+def test_create_file_durably_never_replaces(tmp_path: Path) -> None:
+    target = tmp_path / "token"
+    assert create_file_durably(target, b"first", mode=0o600)
+    assert not create_file_durably(target, b"second", mode=0o600)
+    assert target.read_bytes() == b"first"
+    assert stat.S_IMODE(os.stat(target).st_mode) == 0o600
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".pending-")]
+
+
+@pytest.mark.parametrize("power_loss", [False, True], ids=["app-crash", "power-loss"])
+def test_create_file_durably_crash_points(tmp_path: Path, power_loss: bool) -> None:
+    plan = plan_crashes(lambda ops: create_file_durably(tmp_path / "probe", b"x", ops=ops))
+    assert [k for k, _ in plan.trace] == [
+        "create",
+        "chmod",
+        "write",
+        "fsync",
+        "link",
+        "unlink",
+        "fsync_dir",
+    ]
+    for n in plan.points():
+        root = tmp_path / f"crash-{n}"
+        root.mkdir()
+        ops = CrashAt(n)
+        with pytest.raises(SimulatedCrash):
+            create_file_durably(root / "f", b"whole", ops=ops)
+        if power_loss:
+            ops.power_loss()
+        if (root / "f").exists():
+            assert (root / "f").read_bytes() == b"whole"  # never a partial file
+        cleanup_pending(root, older_than_s=0.0)
+        create_file_durably(root / "f", b"whole")  # recovery
+        assert (root / "f").read_bytes() == b"whole"
