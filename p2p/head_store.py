@@ -42,6 +42,7 @@ from fbs.errors import FbsError
 from fbs.multiformats import Multihash
 from p2p.errors import Equivocation, InvalidHeadRecord, NotDescendant, StaleHead
 from p2p.head_record import MAX_HEAD_RECORD_BYTES, HeadRecord
+from p2p.peer_json import PeerJsonError, load_peer_json
 from storage.errors import StorageError
 from storage.faults import DEFAULT_OPS, FsOps
 from storage.fsutil import atomic_write_bytes, ensure_dir, locked_dir, read_bytes_limited
@@ -116,9 +117,11 @@ class EquivocationEvidence:
         Raises:
             InvalidHeadRecord: malformed JSON, bad signatures, or records that do not conflict.
         """
+        if not data.isascii():
+            raise InvalidHeadRecord("evidence is not ASCII JSON")
         try:
-            obj = json.loads(data.decode("ascii"))
-        except (UnicodeDecodeError, ValueError, RecursionError):
+            obj = load_peer_json(data, what="evidence")
+        except PeerJsonError:
             raise InvalidHeadRecord("evidence is not ASCII JSON") from None
         if not isinstance(obj, dict) or set(obj) != {"records"}:
             raise InvalidHeadRecord('evidence must be {"records": [a, b]}')

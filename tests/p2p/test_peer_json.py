@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -12,6 +13,7 @@ from hypothesis import strategies as st
 from p2p.attestation import Attestation
 from p2p.errors import InvalidAttestation, InvalidHeadRecord, PeerMisbehaved
 from p2p.head_record import HeadRecord
+from p2p.head_store import EquivocationEvidence
 from p2p.peer_json import JsonLimits, PeerJsonError, load_peer_json, load_peer_object
 from p2p.peers import Offence
 
@@ -111,3 +113,5 @@ def test_signed_records_use_the_bounded_reader(doc: bytes) -> None:
         HeadRecord.from_json(doc[:1024])
     with pytest.raises(InvalidAttestation, match="not ASCII JSON"):
         Attestation.from_json(doc)
+    with pytest.raises(InvalidHeadRecord, match="not ASCII JSON"):
+        EquivocationEvidence.from_json(doc, Path("evidence.json"))
