@@ -11,9 +11,9 @@
 
 ``{ds}`` is ``/{dataset}`` or ``/{account}/{dataset}`` (alias or DID multibase, as in
 `node.http_api`) and also ``/api/attestations/{dataset}`` (same handlers). The node API's
-catch-all route shadows routes registered after it: add these through
-`node.http_api.create_app`'s ``extra_routes`` hook, e.g.
-``create_app(ws, extra_routes=lambda app: add_attestation_routes(app, store, ws))``.
+catch-all route shadows routes registered after it: pass `attestation_routes` as
+`node.http_api.create_app`'s ``extra_routes``, with `attach_attestations` as its
+``setup``.
 
 POST of one object answers 201 (accepted), 202 (queued: the block is above the local
 head), 409 (duplicate: a replay or the same verdict re-signed), 422 (rejected: unknown
@@ -39,6 +39,7 @@ from fbs.multiformats import SHA3_256, parse_hash
 from p2p.attestation import MAX_ATTESTATION_BYTES, Attestation
 from p2p.attestation_store import AcceptResult, AcceptStatus, AttestationStore
 from p2p.errors import AttestationRejected, DuplicateAttestation, InvalidAttestation
+from p2p.http_server import Route, add_routes
 from storage.errors import DatasetNotFound, InvalidAlias
 from storage.workspace import Workspace
 
@@ -47,6 +48,8 @@ __all__ = [
     "MAX_POST_BODY_BYTES",
     "OnAccepted",
     "add_attestation_routes",
+    "attach_attestations",
+    "attestation_routes",
 ]
 
 #: Most attestations in one POST.
@@ -182,6 +185,46 @@ def _result_doc(result: AcceptResult) -> dict[str, Any]:
     return doc
 
 
+def attestation_routes(*, per_dataset: bool = True) -> tuple[Route, ...]:
+    """The attestation routes (see the module docstring).
+
+    Args:
+        per_dataset: also ``/{dataset}/attestations`` (these only work when registered
+            before a catch-all route: `node.http_api.create_app`'s ``extra_routes``).
+    """
+    prefixes = ["/api/attestations/{dataset}", "/api/attestations/{account}/{dataset}"]
+    if per_dataset:
+        prefixes += ["/{dataset}/attestations", "/{account}/{dataset}/attestations"]
+    return tuple(
+        route
+        for prefix in prefixes
+        for route in (
+            Route("GET", prefix, get_attestations),
+            Route("POST", prefix, post_attestations),
+        )
+    )
+
+
+def attach_attestations(
+    app: web.Application,
+    store: AttestationStore,
+    workspace: Workspace,
+    *,
+    on_accepted: OnAccepted | None = None,
+) -> None:
+    """Give the attestation routes of ``app`` their state.
+
+    Args:
+        app: the node's HTTP app (not started yet).
+        store: the attestation store.
+        workspace: resolves aliases in paths.
+        on_accepted: awaited for each attestation accepted or queued by POST.
+    """
+    app[_STORE] = store
+    app[_WS] = workspace
+    app[_HOOK] = on_accepted
+
+
 def add_attestation_routes(
     app: web.Application,
     store: AttestationStore,
@@ -190,23 +233,6 @@ def add_attestation_routes(
     on_accepted: OnAccepted | None = None,
     per_dataset: bool = True,
 ) -> None:
-    """Add the attestation routes to ``app`` (see the module docstring).
-
-    Args:
-        app: the node's HTTP app (not started yet).
-        store: the attestation store.
-        workspace: resolves aliases in paths.
-        on_accepted: awaited for each attestation accepted or queued by POST.
-        per_dataset: also add ``/{dataset}/attestations`` (these only work when added
-            before a catch-all route: use `node.http_api.create_app`'s ``extra_routes``).
-    """
-    app[_STORE] = store
-    app[_WS] = workspace
-    app[_HOOK] = on_accepted
-    r = app.router
-    prefixes = ["/api/attestations/{dataset}", "/api/attestations/{account}/{dataset}"]
-    if per_dataset:
-        prefixes += ["/{dataset}/attestations", "/{account}/{dataset}/attestations"]
-    for prefix in prefixes:
-        r.add_get(prefix, get_attestations)
-        r.add_post(prefix, post_attestations)
+    """`attach_attestations` and register `attestation_routes` on ``app`` now."""
+    attach_attestations(app, store, workspace, on_accepted=on_accepted)
+    add_routes(app, attestation_routes(per_dataset=per_dataset))

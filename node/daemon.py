@@ -60,7 +60,7 @@ from aiohttp import web
 
 from fbs.did import DatasetId
 from fbs.errors import FbsError, OdfError
-from node.attest_api import add_attestation_routes
+from node.attest_api import attach_attestations, attestation_routes
 from node.daemon_attest import AttestationService
 from node.daemon_config import NodeConfig
 from node.daemon_follow import FOLLOW_FILE, FollowList
@@ -89,6 +89,7 @@ from p2p.gossip import HEADS_TOPIC, HeadGossip
 from p2p.head_record import HeadRecord
 from p2p.head_store import HeadStore
 from p2p.host import GossipSettings, HostConfig, P2PHost
+from p2p.http_server import Route
 from p2p.peers import PeerScores, ScoringPolicy
 from storage.workspace import Workspace
 
@@ -244,7 +245,8 @@ class NodeDaemon:
             head_store=self.head_store,
             peers=self.peers_info,
             status=self.status_info,
-            extra_routes=self._add_routes,
+            extra_routes=self._routes(),
+            setup=self._attach,
         )
         self._runner = web.AppRunner(app, access_log=None, handle_signals=False)
         await self._runner.setup()
@@ -522,13 +524,17 @@ class NodeDaemon:
 
     # -- HTTP endpoints of the daemon ----------------------------------------------------
 
-    def _add_routes(self, app: web.Application) -> None:
-        """The daemon's endpoints (`node.http_api.create_app`'s ``extra_routes`` hook)."""
-        add_attestation_routes(app, self.attestations, self.ws, on_accepted=self.attest.on_posted)
-        r = app.router
-        r.add_route("*", "/api/follow", self._api_follow)
-        r.add_route("*", "/api/network/{ref}", self._api_network_route)
-        r.add_get("/api/disputes", self.attest.api_disputes)
+    def _routes(self) -> tuple[Route, ...]:
+        """The daemon's endpoints (`node.http_api.create_app`'s ``extra_routes``)."""
+        return (
+            *attestation_routes(),
+            Route("*", "/api/follow", self._api_follow),
+            Route("*", "/api/network/{ref}", self._api_network_route),
+            Route("GET", "/api/disputes", self.attest.api_disputes),
+        )
+
+    def _attach(self, app: web.Application) -> None:
+        attach_attestations(app, self.attestations, self.ws, on_accepted=self.attest.on_posted)
 
     async def _api_network_route(self, request: web.Request) -> web.StreamResponse:
         return await self._api_network(request, request.match_info["ref"])

@@ -10,9 +10,10 @@ uploads and push (`p2p.http_server`, next to its client `p2p.http_source`), and
                                       the input format)
 ====================================  =====================================================
 
-`ROUTES` is the one table the application is built from (the transfer routes mounted
-under both dataset base paths, then the node's own); the routes of the validator and
-the daemon are added through `create_app`'s ``extra_routes`` hook.
+`ROUTES` is the table the application is built from (the transfer routes mounted under
+both dataset base paths, then the node's own); the routes of the validator and the
+daemon are tables too (`node.attest_api.attestation_routes`, the daemon's), passed as
+`create_app`'s ``extra_routes`` and registered before the final catch-all.
 
 Who may call what (`node.http_auth`): before routing, a request whose ``Host`` is a
 foreign name (DNS rebinding) or whose ``Origin`` is not the node's own is refused (403)
@@ -22,8 +23,7 @@ the daemon's follow/unfollow, attestation posts) needs ``Authorization: Bearer
 non-browser clients (kamu, curl): they send no ``Origin``.
 
 Node-wide JSON: ``GET /api/status``, ``GET /api/datasets``, ``GET /api/peers`` (peers
-from an injected provider, empty by default). More routes (validator attestations, the
-daemon's endpoints) are added through `create_app`'s ``extra_routes`` hook.
+from an injected provider, empty by default).
 
 Hostile input: any request path with an encoded separator (``%2f``, ``%5c``), a NUL, or
 a ``.``/``..`` segment is refused with 400 before routing; hashes are parsed with
@@ -63,6 +63,7 @@ from p2p.http_server import (
     Signer,
     TransferConfig,
     TransferServer,
+    add_routes,
     error_response,
     open_dataset,
 )
@@ -350,6 +351,10 @@ ROUTES: Final = (
 )
 
 
+#: Last of every table: a 404 for anything else (it shadows routes registered after it).
+CATCH_ALL: Final = Route("*", "/{tail:.*}", not_found)
+
+
 def _keystore_signer(ws: Workspace) -> Signer:
     def signer(did: DatasetId) -> KeyPair | None:
         return ws.keys.load(did) if ws.keys.has(did) else None
@@ -365,7 +370,8 @@ def create_app(
     head_store: HeadStore | None = None,
     peers: PeersProvider | None = None,
     status: StatusProvider | None = None,
-    extra_routes: Callable[[web.Application], None] | None = None,
+    extra_routes: Sequence[Route] = (),
+    setup: Callable[[web.Application], None] | None = None,
 ) -> web.Application:
     """The HTTP API of a node serving ``workspace`` (see the module docstring).
 
@@ -377,9 +383,11 @@ def create_app(
         head_store: the high-water marks (default: the workspace's).
         peers: provider of the ``/api/peers`` list (default: empty).
         status: provider of extra ``/api/status`` fields (peer id, listen addresses).
-        extra_routes: called with the app after the built-in routes and before the
-            final catch-all (which would shadow routes added later), e.g. to add
-            `node.attest_api.add_attestation_routes` or the daemon's endpoints.
+        extra_routes: routes after `ROUTES` and before the final catch-all (which
+            would shadow routes added later), e.g. `node.attest_api.attestation_routes`
+            or the daemon's endpoints.
+        setup: called with the app before it starts, to give ``extra_routes``' handlers
+            their state (e.g. `node.attest_api.attach_attestations`).
 
     Raises:
         TokenFileError: the workspace's token file is unsafe or malformed.
@@ -398,12 +406,7 @@ def create_app(
     )
     app[_HOOKS] = _Hooks(peers=peers or (lambda: []), status=status or (lambda: {}))
     app[_STARTED] = time.monotonic()
-    for route in ROUTES:
-        if route.method == "GET":  # answers HEAD too (`push_dataset` asks before uploading)
-            app.router.add_get(route.path, route.handler)
-        else:
-            app.router.add_route(route.method, route.path, route.handler)
-    if extra_routes is not None:
-        extra_routes(app)
-    app.router.add_route("*", "/{tail:.*}", not_found)
+    if setup is not None:
+        setup(app)
+    add_routes(app, (*ROUTES, *extra_routes, CATCH_ALL))
     return app

@@ -38,7 +38,7 @@ import contextlib
 import hashlib
 import logging
 import os
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import Final
 
@@ -104,6 +104,7 @@ __all__ = [
     "Signer",
     "TransferConfig",
     "TransferServer",
+    "add_routes",
     "apply_push",
     "error_response",
     "open_dataset",
@@ -179,6 +180,18 @@ class Route:
     method: str
     path: str
     handler: Handler
+
+
+def add_routes(app: web.Application, routes: Iterable[Route]) -> None:
+    """Register ``routes`` on ``app`` in order (aiohttp matches the first that fits).
+
+    A GET route answers HEAD too (`p2p.http_source.push_dataset` asks before uploading).
+    """
+    for route in routes:
+        if route.method == "GET":
+            app.router.add_get(route.path, route.handler)
+        else:
+            app.router.add_route(route.method, route.path, route.handler)
 
 
 def error_response(status: int, message: str) -> web.Response:
