@@ -4,7 +4,8 @@ The server serves only datasets of its workspace, by DID, and only objects prese
 that dataset's own ``data/`` or ``checkpoints/`` store (hashes are parsed, never used as
 paths). It does not re-hash what it serves: receivers verify. A request that breaks
 the protocol (a malformed or oversized frame, JSON over `p2p.peer_json` limits) resets
-the stream; one the server cannot answer gets an ERROR frame.
+the stream and charges the peer in `PeerScores` (repeated, it bans the peer); a request
+the server cannot answer gets an ERROR frame.
 
 Runs in the host's trio thread (see `p2p.host`); chain walks and file reads are pushed
 to worker threads with ``trio.to_thread``.
@@ -23,7 +24,7 @@ import trio
 from fbs.did import DatasetId
 from fbs.errors import FbsError
 from fbs.multiformats import Multihash
-from p2p.errors import NotFoundOnPeer, PeerMisbehaved, TransferError
+from p2p.errors import FrameTooLarge, NotFoundOnPeer, PeerMisbehaved, TransferError
 from p2p.exchange_wire import (
     EXCHANGE_PROTOCOL,
     OBJECT_KINDS,
@@ -38,7 +39,8 @@ from p2p.exchange_wire import (
 )
 from p2p.framing import FrameType
 from p2p.host import P2PHost
-from p2p.peers import Offence
+from p2p.peer_json import PeerJsonError
+from p2p.peers import Offence, PeerScores
 from storage.errors import DatasetNotFound, ObjectNotFound, StorageError
 from storage.verified import verified_object_path
 from storage.workspace import Workspace
@@ -58,6 +60,8 @@ class ExchangeServer:
         workspace: where datasets are looked up by DID.
         limits: protocol limits.
         head_records: optional provider of signed head records sent with HEAD.
+        scores: where a peer that breaks the protocol is charged (default: the
+            registering host's `P2PHost.scores`).
     """
 
     def __init__(
@@ -66,15 +70,19 @@ class ExchangeServer:
         *,
         limits: ExchangeLimits | None = None,
         head_records: HeadRecordProvider | None = None,
+        scores: PeerScores | None = None,
     ) -> None:
         self.workspace = workspace
         self.limits = limits or ExchangeLimits()
+        self.scores = scores
         self._head_records = head_records
         self._active = 0
         self.served_requests = 0
 
     def register(self, host: P2PHost) -> None:
-        """Serve `EXCHANGE_PROTOCOL` on ``host``."""
+        """Serve `EXCHANGE_PROTOCOL` on ``host`` (charging offences to ``host.scores``)."""
+        if self.scores is None:
+            self.scores = host.scores
         host.set_stream_handler(EXCHANGE_PROTOCOL, self.handle)
 
     async def handle(self, stream: Any) -> None:
@@ -93,10 +101,29 @@ class ExchangeServer:
             # A malformed or oversized frame, a stall: the stream is reset (not closed
             # as if the answer were complete); unread bytes of the peer are dropped.
             log.debug("exchange request aborted: %s", e)
+            self._charge(stream, e)
             with contextlib.suppress(Exception):
                 await stream.reset()
         finally:
             self._active -= 1
+
+    def _charge(self, stream: Any, e: Exception) -> None:
+        """Penalise the peer for a request that broke the protocol (not for stalls or
+        resets: an honest client may give up on a download)."""
+        if isinstance(e, Misbehaved | PeerJsonError):
+            offence = e.offence
+        elif isinstance(e, FrameTooLarge):
+            offence = Offence.LIMIT_EXCEEDED
+        elif isinstance(e, PeerMisbehaved):
+            offence = Offence.PROTOCOL_ERROR
+        else:
+            return
+        try:
+            peer = str(stream.muxed_conn.peer_id)
+        except AttributeError:  # not a libp2p stream (tools)
+            return
+        if self.scores is not None:
+            self.scores.penalise(peer, offence, f"exchange request: {e}")
 
     async def _handle(self, stream: Any) -> None:
         limits = self.limits

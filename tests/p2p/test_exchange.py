@@ -203,6 +203,10 @@ async def test_hostile_json_requests_end_quietly(
     # No traceback escaped the handler, and honest requests are still served.
     assert w.server.guard_stats.handler_failures == 0
     assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []
+    # The offender is charged once by the server (one offence does not ban).
+    standing = w.server.scores.standing(w.client_host.peer_id)
+    assert standing.offences == 1 and standing.banned_until is None
+    assert standing.last_reason is not None and "exchange request" in standing.last_reason
     remote = await w.client_host.run_trio(w.client.get_head, w.server.peer_id, w.did)
     assert remote.head == w.blocks[-1]
 
@@ -214,6 +218,11 @@ async def test_oversized_request_refused_from_its_prefix(world: World) -> None:
     header = (2**30).to_bytes(4, "big") + bytes([FrameType.REQUEST])
     assert await _raw_request(w, header + b"{" * 1000) == b""
     assert w.server.guard_stats.handler_failures == 0
+    standing = w.server.scores.standing(w.client_host.peer_id)
+    assert standing.score == -Offence.LIMIT_EXCEEDED.value
+    # A second offence bans: the peer's streams are refused from then on.
+    assert await _raw_request(w, header) == b""
+    assert w.server.scores.is_banned(w.client_host.peer_id)
 
 
 class BombServer(ExchangeServer):
