@@ -168,6 +168,13 @@ def _parse_alias(alias: object) -> DatasetAlias:
         raise InvalidAlias(str(e)) from None
 
 
+def _input_alias(ref: str) -> str:
+    """kamu's default alias of a transform input: its reference's canonical text."""
+    from fbs.manifest.refs import canonical_ref_text, parse_local_ref
+
+    return canonical_ref_text(parse_local_ref(ref))
+
+
 def _alias_key(alias: DatasetAlias) -> str:
     account = "" if alias.account_name is None else alias.account_name.key + "/"
     return account + alias.dataset_name.key
@@ -442,11 +449,10 @@ class Workspace:
                 entry = self.resolve(i.dataset_ref)
             except (DatasetNotFound, InvalidAlias, FbsError) as e:
                 raise DatasetNotFound(f"unknown transform input {i.dataset_ref!r}: {e}") from None
-            # kamu names an input after the dataset: the name part of its alias.
-            named_by = entry.alias if i.dataset_ref.startswith("did:") else i.dataset_ref
-            default_alias = _parse_alias(named_by).dataset_name.value
             inputs.append(
-                TransformInput(dataset_ref=entry.id.to_did_odf(), alias=i.alias or default_alias)
+                TransformInput(
+                    dataset_ref=entry.id.to_did_odf(), alias=i.alias or _input_alias(i.dataset_ref)
+                )
             )
         return SetTransform(inputs=tuple(inputs), transform=normalize_transform(event.transform))
 
@@ -560,12 +566,10 @@ class Workspace:
             inputs: list[TransformInput] = []
             for i in event.inputs:
                 entry = find(i.dataset_ref)
-                # kamu names an input after the dataset: the name part of its alias.
-                named_by = entry.alias if i.dataset_ref.startswith("did:") else i.dataset_ref
-                default_alias = _parse_alias(named_by).dataset_name.value
                 inputs.append(
                     TransformInput(
-                        dataset_ref=entry.id.to_did_odf(), alias=i.alias or default_alias
+                        dataset_ref=entry.id.to_did_odf(),
+                        alias=i.alias or _input_alias(i.dataset_ref),
                     )
                 )
             return SetTransform(

@@ -50,7 +50,7 @@ from fbs.errors import ManifestError, ManifestLimitExceeded
 from fbs.manifest.limits import DEFAULT_MANIFEST_LIMITS, MAX_INT_DIGITS, ManifestLimits
 from fbs.manifest.plain import YamlFloat, YamlInt, check_plain
 
-__all__ = ["dump_yaml", "parse_json", "parse_text", "parse_yaml"]
+__all__ = ["dump_yaml", "parse_json", "parse_text", "parse_yaml", "parse_yaml_all"]
 
 # PyYAML applies implicit resolvers with `re.match`, hence the explicit `\Z` anchors.
 _BOOL_RE: Final = re.compile(r"(?:true|True|TRUE|false|False|FALSE)\Z")
@@ -225,6 +225,40 @@ def parse_yaml(data: str | bytes, limits: ManifestLimits = DEFAULT_MANIFEST_LIMI
             loader.dispose()
     check_plain(value, limits)
     return value
+
+
+def parse_yaml_all(
+    data: str | bytes, limits: ManifestLimits = DEFAULT_MANIFEST_LIMITS
+) -> list[Any]:
+    """Parse a YAML stream of one or more ``---``-separated documents (same rules).
+
+    Empty documents (a stray ``---`` at the end) are skipped; the size limit applies
+    to the whole stream, the depth and node limits to each document.
+
+    Raises:
+        ManifestError: not UTF-8, syntax error, refused tag, duplicate key.
+        ManifestLimitExceeded: size, depth or node-count limit exceeded.
+    """
+    text = _to_text(data, limits)
+    loader: _Loader | None = None
+    values: list[Any] = []
+    try:
+        loader = _Loader(text, limits.max_depth)
+        while loader.check_data():  # type: ignore[no-untyped-call]
+            value = loader.get_data()
+            check_plain(value, limits)
+            if value is not None:
+                values.append(value)
+    except ManifestError:
+        raise
+    except yaml.YAMLError as e:
+        raise ManifestError(f"invalid YAML: {e}") from None
+    except (ValueError, TypeError, OverflowError, RecursionError) as e:
+        raise ManifestError(f"invalid YAML: {type(e).__name__}: {e}") from None
+    finally:
+        if loader is not None:
+            loader.dispose()
+    return values
 
 
 def _reject_constant(name: str) -> Any:

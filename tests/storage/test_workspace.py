@@ -144,7 +144,7 @@ def test_snapshot_normalizes_and_resolves_inputs(ws: Workspace) -> None:
     assert state is not None and state.transform is not None
     (inp,) = state.transform.inputs
     assert inp.dataset_ref == src_id.to_did_odf()
-    assert inp.alias == "cities"
+    assert inp.alias == "acme/cities"  # kamu: the reference as written
     t = state.transform.transform
     assert t.query is None and t.queries is not None
     assert [q.query for q in t.queries] == ["select * from cities"]
