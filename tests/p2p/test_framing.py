@@ -129,6 +129,49 @@ def test_any_split_of_any_frames(
     assert frames_of(decode(chunks, frozenset(streamed))) == frames
 
 
+@settings(max_examples=300, deadline=None)
+@given(
+    frames=st.lists(frame_st, max_size=8),
+    cuts=st.lists(st.integers(min_value=0, max_value=300), max_size=12),
+    limit_of=st.sampled_from([FrameType.CHUNK, FrameType.HEAD, 200]),
+)
+def test_an_oversized_header_is_refused_when_its_last_byte_arrives(
+    frames: list[tuple[int, bytes]], cuts: list[int], limit_of: int
+) -> None:
+    good = b"".join(encode_frame(t, p) for t, p in frames)
+    bad = encode_header(limit_of, LIMITS.limit(limit_of) + 1)
+    stream = good + bad + b"payload that must never be held" * 4
+    completes = len(good) + len(bad)  # bytes fed when the refusal is due
+    points = sorted({min(c, len(stream)) for c in cuts} | {len(stream)})
+    dec = FrameDecoder(LIMITS, streamed=STREAMED)
+    events: list[Event] = []
+    fed = 0
+    for end in points:
+        chunk = stream[fed:end]
+        if end >= completes:
+            with pytest.raises(FrameTooLarge):
+                dec.feed(chunk)
+            break
+        dec.feed(chunk)
+        fed = end
+        events += drain(dec)
+    assert dec.next_event() is None
+    # Before the refusal, the events were those of the valid frames, in order.
+    got, want = bytewise(events), bytewise(decode([good]))
+    assert got == want[: len(got)]
+
+
+def bytewise(events: list[Event]) -> list[object]:
+    """``events`` with each payload piece cut into single bytes (split-independent)."""
+    out: list[object] = []
+    for ev in events:
+        if isinstance(ev, PayloadPiece):
+            out += [ev.data[i : i + 1] for i in range(len(ev.data))]
+        else:
+            out.append(ev)
+    return out
+
+
 def test_oversize_refused_from_the_prefix_alone() -> None:
     for ftype, limit in [(FrameType.CHUNK, 64), (FrameType.ERROR, 16), (77, 64)]:
         dec = FrameDecoder(LIMITS, streamed=STREAMED)
