@@ -28,7 +28,7 @@ import hashlib
 import json
 import os
 import struct
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
@@ -39,6 +39,7 @@ import aiohttp
 from fbs.codec import block_hash, decode_block
 from fbs.did import DatasetId
 from fbs.errors import FbsError, MalformedBlock
+from fbs.keys import KeyPair
 from fbs.model import MetadataBlock
 from fbs.multiformats import SHA3_256, Multihash, parse_hash
 from p2p.errors import (
@@ -51,7 +52,7 @@ from p2p.errors import (
     TransferTimeout,
 )
 from p2p.head_record import MAX_HEAD_RECORD_BYTES, HeadRecord, sign_head
-from p2p.receive import ObjectKind, object_jobs
+from p2p.receive import ObjectJob, ObjectKind, object_jobs, object_store
 from p2p.sync import first_error
 from storage.dataset import Dataset
 from storage.object_store import MAX_BLOCK_SIZE
@@ -438,6 +439,80 @@ async def _check_response(r: aiohttp.ClientResponse, what: str) -> dict[str, Any
     return doc
 
 
+@dataclass(slots=True)
+class _Pusher:
+    """The requests of one `push_dataset` to one dataset base URL."""
+
+    session: aiohttp.ClientSession
+    base: str
+    headers: dict[str, str]
+    key: KeyPair
+    ds: Dataset
+    alias: str
+    result: PushResult
+
+    async def post(self, blocks: list[tuple[Multihash, bytes, MetadataBlock]]) -> None:
+        """``POST push``: a record signed for the last of ``blocks``, then the blocks."""
+        last_h, _raw, last = blocks[-1]
+        record = sign_head(self.key, last_h, last.sequence_number, last.system_time)
+        body = encode_frame(record.to_json()) + b"".join(
+            encode_frame(raw) for _h, raw, _b in blocks
+        )
+        async with (
+            _transfer_errors(f"POST {self.base}push"),
+            self.session.post(
+                self.base + "push",
+                data=body,
+                params={"alias": self.alias},
+                headers={**self.headers, "Content-Type": BLOCK_FRAMES_MEDIA_TYPE},
+            ) as r,
+        ):
+            await _check_response(r, "push")
+        self.result.records.append(record)
+        self.result.blocks_pushed += len(blocks)
+
+    async def upload_all(self, jobs: list[ObjectJob]) -> None:
+        """Upload every object the node lacks, `PUSH_UPLOAD_CONCURRENCY` at a time."""
+        limit = asyncio.Semaphore(PUSH_UPLOAD_CONCURRENCY)
+
+        async def one(job: ObjectJob) -> None:
+            async with limit:
+                await self.upload(job)
+
+        try:
+            async with asyncio.TaskGroup() as tg:
+                for job in jobs:
+                    tg.create_task(one(job))
+        except BaseExceptionGroup as group:
+            raise first_error(group) from None
+
+    async def upload(self, job: ObjectJob) -> None:
+        """``PUT`` one object (streamed from its verified file) unless the node has it."""
+        rel = f"{'data' if job.kind == 'data' else 'checkpoints'}/{job.hash.to_multibase()}"
+        url = self.base + rel
+        async with _transfer_errors(f"HEAD {url}"), self.session.head(url) as r:
+            if r.status == 200 and r.content_length == job.size:
+                self.result.objects_skipped += 1
+                return
+        store = object_store(self.ds.layout, job.kind)
+        with open(verified_object_path(store.root, job.kind, job.hash, job.size), "rb") as f:
+            async with (
+                _transfer_errors(f"PUT {url}"),
+                self.session.put(
+                    url,
+                    data=f,
+                    headers={
+                        **self.headers,
+                        "Content-Type": "application/octet-stream",
+                        "Content-Length": str(job.size),
+                    },
+                ) as r,
+            ):
+                await _check_response(r, f"PUT {rel}")
+        self.result.objects_uploaded += 1
+        self.result.bytes_uploaded += job.size
+
+
 async def push_dataset(
     ws: Workspace,
     ref: str,
@@ -463,75 +538,21 @@ async def push_dataset(
     entry = ws.resolve(ref)
     ds = ws.get(entry.id)
     key = ws.keys.load(entry.id)
-    did = entry.id
-    base = dataset_base_url(node_url, did.as_multibase())
-    src = HttpSource(base, session, headers=headers)
-    hdrs = dict(headers or {})
-    remote_head = await src.get_head()
+    base = dataset_base_url(node_url, entry.id.as_multibase())
+    remote_head = await HttpSource(base, session, headers=headers).get_head()
     new = await asyncio.to_thread(_blocks_since, ds, remote_head)
     local_head = new[-1][0] if new else remote_head
     assert local_head is not None  # a dataset always has its Seed
-    result = PushResult(did, base, remote_head, local_head)
+    result = PushResult(entry.id, base, remote_head, local_head)
     if not new:
         return result
-    alias_q = {"alias": remote_alias or entry.alias}
-
-    async def post(blocks: Iterable[tuple[Multihash, bytes, MetadataBlock]]) -> None:
-        items = list(blocks)
-        last_h, _raw, last = items[-1]
-        record = sign_head(key, last_h, last.sequence_number, last.system_time)
-        body = encode_frame(record.to_json()) + b"".join(encode_frame(raw) for _h, raw, _b in items)
-        async with (
-            _transfer_errors(f"POST {base}push"),
-            session.post(
-                base + "push",
-                data=body,
-                params=alias_q,
-                headers={**hdrs, "Content-Type": BLOCK_FRAMES_MEDIA_TYPE},
-            ) as r,
-        ):
-            await _check_response(r, "push")
-        result.records.append(record)
-        result.blocks_pushed += len(items)
-
+    alias = remote_alias or entry.alias
+    pusher = _Pusher(session, base, dict(headers or {}), key, ds, alias, result)
     if remote_head is None:
         # A new dataset on the node: the Seed alone first (it has no objects to upload).
-        await post(new[:1])
+        await pusher.post(new[:1])
         new = new[1:]
-    limit = asyncio.Semaphore(PUSH_UPLOAD_CONCURRENCY)
-
-    async def upload(kind: ObjectKind, h: Multihash, size: int) -> None:
-        rel = f"{'data' if kind == 'data' else 'checkpoints'}/{h.to_multibase()}"
-        store = ds.layout.data if kind == "data" else ds.layout.checkpoints
-        async with limit:
-            async with _transfer_errors(f"HEAD {base}{rel}"), session.head(base + rel) as r:
-                if r.status == 200 and r.content_length == size:
-                    result.objects_skipped += 1
-                    return
-            with open(verified_object_path(store.root, kind, h, size), "rb") as f:
-                async with (
-                    _transfer_errors(f"PUT {base}{rel}"),
-                    session.put(
-                        base + rel,
-                        data=f,
-                        headers={
-                            **hdrs,
-                            "Content-Type": "application/octet-stream",
-                            "Content-Length": str(size),
-                        },
-                    ) as r,
-                ):
-                    await _check_response(r, f"PUT {rel}")
-            result.objects_uploaded += 1
-            result.bytes_uploaded += size
-
     if new:
-        jobs = object_jobs(b for _h, _raw, b in new)
-        try:
-            async with asyncio.TaskGroup() as tg:
-                for j in jobs:
-                    tg.create_task(upload(j.kind, j.hash, j.size))
-        except BaseExceptionGroup as group:
-            raise first_error(group) from None
-        await post(new)
+        await pusher.upload_all(object_jobs(b for _h, _raw, b in new))
+        await pusher.post(new)
     return result
