@@ -28,7 +28,6 @@ confirmed against that file and a miss or mismatch triggers a rebuild.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import os
 import shutil
@@ -83,6 +82,7 @@ from storage.gc import (
 )
 from storage.keystore import KeyStore
 from storage.layout import DatasetLayout
+from storage.lockfile import FileLock
 from storage.verified import forget_under, record_path_for
 
 __all__ = [
@@ -109,7 +109,6 @@ MAX_INDEX_FILE_SIZE: Final = 64 * 2**20
 MAX_SEARCH_DEPTH: Final = 256
 #: How long alias changes wait for the workspace lock.
 DEFAULT_LOCK_TIMEOUT_S: Final = 30.0
-_LOCK_POLL_S: Final = 0.005
 
 
 @dataclass(frozen=True, slots=True)
@@ -311,20 +310,13 @@ class Workspace:
     @contextlib.contextmanager
     def _locked(self) -> Iterator[None]:
         ensure_dir(self.root, ops=self.ops)
-        fd = os.open(self.root / LOCK_FILE, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, FILE_MODE)
+        lock = FileLock(self.root / LOCK_FILE, mode=FILE_MODE)
+        if not lock.acquire(DEFAULT_LOCK_TIMEOUT_S):
+            raise WorkspaceError("workspace lock busy")
         try:
-            deadline = time.monotonic() + DEFAULT_LOCK_TIMEOUT_S
-            while True:
-                try:
-                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                    break
-                except BlockingIOError:
-                    if time.monotonic() >= deadline:
-                        raise WorkspaceError("workspace lock busy") from None
-                    time.sleep(_LOCK_POLL_S)
             yield
         finally:
-            os.close(fd)  # releases the flock
+            lock.release()
 
     # -- index ------------------------------------------------------------------------------
 
