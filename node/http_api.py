@@ -2,7 +2,8 @@
 
 Per dataset, under ``/{dataset}/`` (an alias ``name``, ``account/name`` as two path
 segments, or the DID multibase ``fed01...``): the ODF Simple Transfer Protocol, object
-uploads and push (`p2p.http_server`, next to its client `p2p.http_source`), and
+uploads and push (`p2p.http_server`, next to its client `p2p.http_source`), the Smart
+Transfer Protocol's ``GET pull`` and ``GET push`` WebSockets (`p2p.smart_transfer`), and
 
 ====================================  =====================================================
 ``POST ingest[/{source}]``            push ingest through the dataset's push source (owner
@@ -19,7 +20,8 @@ Who may call what (`node.http_auth`): before routing, a request whose ``Host`` i
 foreign name (DNS rebinding) or whose ``Origin`` is not the node's own is refused (403)
 on every route; every method other than GET/HEAD/OPTIONS (uploads, push, push ingest,
 the daemon's follow/unfollow, attestation posts) needs ``Authorization: Bearer
-<token>`` (401), the workspace's ``.odf/p2p/http-token`` by default. Reads stay open to
+<token>`` (401), the workspace's ``.odf/p2p/http-token`` by default, and so does the
+smart push WebSocket (a GET that writes). Reads stay open to
 non-browser clients (kamu, curl): they send no ``Origin``.
 
 Node-wide JSON: ``GET /api/status``, ``GET /api/datasets``, ``GET /api/peers`` (peers
@@ -67,6 +69,7 @@ from p2p.http_server import (
     error_response,
     open_dataset,
 )
+from p2p.smart_transfer.server import SMART_PUSH_SUFFIX, SMART_ROUTES
 from storage.errors import RefCASFailed, StorageError
 from storage.object_store import DEFAULT_MAX_OBJECT_SIZE
 from storage.workspace import Workspace
@@ -183,6 +186,13 @@ def _refuse(request: web.Request, status: int, message: str) -> web.Response:
     return resp
 
 
+def _access_method(request: web.Request) -> str:
+    """The method the token check sees: the smart push WebSocket (``GET …/push``) writes."""
+    if request.method in ("GET", "HEAD") and request.path.endswith(SMART_PUSH_SUFFIX):
+        return "PUSH"
+    return request.method
+
+
 @web.middleware
 async def _guard(
     request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -195,7 +205,7 @@ async def _guard(
         reason = _hostile_path(request.raw_path)
         if reason is not None:
             return error_response(400, reason)
-        refused = policy.token_refusal(request.method, request.headers)
+        refused = policy.token_refusal(_access_method(request), request.headers)
     if refused is not None:
         return _refuse(request, *refused)
     try:
@@ -344,6 +354,7 @@ ROUTES: Final = (
     *_under_dataset(
         (
             *TRANSFER_ROUTES,
+            *SMART_ROUTES,
             Route("POST", "/ingest", ingest),
             Route("POST", "/ingest/{source}", ingest),
         )
