@@ -68,12 +68,14 @@ class RemoteRef:
         url: the URL (http).
         addr: the peer multiaddr with ``/p2p/<id>`` (libp2p).
         dataset: the dataset named with the reference, if any (alias or DID text).
+        smart: an ``odf+http(s)://`` URL: speak the Smart Transfer Protocol.
     """
 
     kind: str
     url: str = ""
     addr: str = ""
     dataset: str | None = None
+    smart: bool = False
 
 
 def parse_remote_ref(ref: str, dataset: str | None = None) -> RemoteRef:
@@ -90,10 +92,11 @@ def parse_remote_ref(ref: str, dataset: str | None = None) -> RemoteRef:
 
     text = ref.strip()
     low = text.lower()
-    if low.startswith(("odf+http://", "odf+https://")):
+    smart = low.startswith(("odf+http://", "odf+https://"))
+    if smart:
         text, low = text[4:], low[4:]
     if low.startswith(("http://", "https://")):
-        return RemoteRef("http", url=text, dataset=dataset)
+        return RemoteRef("http", url=text, dataset=dataset, smart=smart)
     if text.startswith("did:"):
         try:
             did = DatasetId.from_did(text)
@@ -157,6 +160,7 @@ async def resolve_remote(
     from p2p.host import HostConfig, P2PHost
     from p2p.http_source import HttpSource, dataset_base_url
     from p2p.libp2p_source import Libp2pSource
+    from p2p.smart_transfer.client import SmartSource
 
     parsed = parse_remote_ref(ref, dataset)
     if parsed.kind == "http":
@@ -164,14 +168,18 @@ async def resolve_remote(
         if parsed.dataset is not None:
             url = dataset_base_url(url, parsed.dataset)
         async with aiohttp.ClientSession() as session:
-            src = HttpSource(url, session)
-            record = await src.get_head_record()
-            yield ResolvedRemote(
-                [src],
-                record.dataset_id if record is not None else None,
-                record,
-                default_alias_for_url(url),
-            )
+            src = SmartSource(url, session) if parsed.smart else HttpSource(url, session)
+            try:
+                record = await src.get_head_record()
+                yield ResolvedRemote(
+                    [src],
+                    record.dataset_id if record is not None else None,
+                    record,
+                    default_alias_for_url(url),
+                )
+            finally:
+                if isinstance(src, SmartSource):
+                    await src.aclose()
         return
     assert parsed.dataset is not None
     did = DatasetId.from_did(parsed.dataset)

@@ -3,7 +3,7 @@
 One command for every source of new data, dispatched per argument:
 
 - a URL (``http://``, ``https://``, ``odf+http(s)://``): a verified fetch from that node or
-  dataset base URL (see ``odf fetch``);
+  dataset base URL (see ``odf fetch``; ``odf+`` URLs use the Smart Transfer Protocol);
 - a peer address ``/ip4/H/tcp/P/p2p/PEER/did:odf:...`` (or ``--dataset DID``): a verified
   pull from that libp2p peer over the object exchange protocol;
 - a dataset ID ``did:odf:...`` that is not in this workspace: resolved through the peers
@@ -53,7 +53,8 @@ def _is_local(ws: Workspace, ref: str) -> bool:
 
 
 def _remote_url(ref: str) -> str:
-    return ref[4:] if ref.lower().startswith("odf+") else ref
+    # ``odf+http(s)://`` stays: it selects the Smart Transfer Protocol (`node.commands.remote`).
+    return ref
 
 
 def cmd_pull(args: argparse.Namespace) -> int:

@@ -7,6 +7,13 @@ required from then on for that dataset; more sources of the same dataset can be
 added with ``--from`` (objects are spread over all of them, and a source that serves
 wrong bytes is dropped).
 
+A kamu repository URL ``odf+http(s)://host/<dataset>`` speaks the Smart Transfer Protocol
+(`p2p.smart_transfer`) both ways: ``odf fetch``/``odf pull`` get every block in one batch
+and the objects from the URLs the node hands out; ``odf push DS --to odf+http://host/NAME``
+pushes the way ``kamu push`` does (the node creates ``NAME`` from the Seed if it is new; a
+URL without a dataset path pushes to ``--as`` or the local alias). Plain ``http(s)://`` URLs
+keep the simple protocol (and odf-node's signed-head push).
+
 ``odf push`` writes to the node, so it needs the node's bearer token (`node.http_auth`):
 ``--token T``, ``--token-file FILE`` or ``$ODF_NODE_TOKEN``; pushing to the workspace's
 own running node uses ``.odf/p2p/http-token`` automatically. A refused token exits 2.
@@ -71,6 +78,7 @@ def _guard(fn: Any) -> Any:
 
 def cmd_fetch(args: argparse.Namespace) -> int:
     import asyncio
+    import contextlib
 
     ws = open_workspace(args)
     alias = args.as_alias or default_alias_for_url(args.url)
@@ -83,11 +91,17 @@ def cmd_fetch(args: argparse.Namespace) -> int:
         import aiohttp
 
         from p2p.http_source import HttpSource
+        from p2p.smart_transfer.client import SmartSource, is_smart_url
         from p2p.sync import pull_dataset
 
         urls = [args.url, *args.sources]
-        async with aiohttp.ClientSession() as session:
-            sources = [HttpSource(u, session) for u in urls]
+        async with aiohttp.ClientSession() as session, contextlib.AsyncExitStack() as stack:
+            sources = [
+                await stack.enter_async_context(SmartSource(u, session))
+                if is_smart_url(u)
+                else HttpSource(u, session)
+                for u in urls
+            ]
             record = None
             for src in sources:
                 record = await src.get_head_record()
@@ -131,6 +145,13 @@ def is_own_node(node_url: str, url: str) -> bool:
     return a.scheme == b.scheme and same_port and (ha == hb or (_loopback(ha) and _loopback(hb)))
 
 
+def smart_dataset_url(url: str, alias: str) -> str:
+    """A kamu repository URL as a dataset URL: ``alias`` is appended when it names no dataset."""
+    if urlsplit(url).path.strip("/"):
+        return url
+    return url.rstrip("/") + "/" + alias
+
+
 def push_token(args: argparse.Namespace, ws: Any) -> str | None:
     """The bearer token for ``odf push``: ``--token``, ``--token-file``, ``$ODF_NODE_TOKEN``,
     else the workspace's own token when ``--to`` is the workspace's running node."""
@@ -152,7 +173,8 @@ def push_token(args: argparse.Namespace, ws: Any) -> str | None:
     if env:
         return env
     info = read_run_info(ws)
-    if info is not None and is_own_node(info.http_url, args.to):
+    to = args.to[4:] if args.to.lower().startswith("odf+") else args.to
+    if info is not None and is_own_node(info.http_url, to):
         return read_token(ws.root)
     return None
 
@@ -170,8 +192,14 @@ def cmd_push(args: argparse.Namespace) -> int:
         import aiohttp
 
         from p2p.http_source import push_dataset
+        from p2p.smart_transfer.client import is_smart_url, smart_push
 
         async with aiohttp.ClientSession() as session:
+            if is_smart_url(args.to):
+                url = smart_dataset_url(
+                    args.to, args.remote_alias or ws.resolve(args.dataset).alias
+                )
+                return await smart_push(ws, args.dataset, url, session=session, headers=headers)
             return await push_dataset(
                 ws,
                 args.dataset,
@@ -229,7 +257,10 @@ def register(sub: Any) -> None:
     p.set_defaults(func=_guard(cmd_push))
     p.add_argument("dataset", help="local dataset alias or DID")
     p.add_argument(
-        "--to", required=True, metavar="NODE_URL", help="node URL, e.g. http://host:8080"
+        "--to",
+        required=True,
+        metavar="NODE_URL",
+        help="node URL, e.g. http://host:8080, or odf+http://host:8080[/NAME] (smart protocol)",
     )
     p.add_argument(
         "--as", dest="remote_alias", metavar="ALIAS", help="alias on the node if it is created"
