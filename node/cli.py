@@ -221,54 +221,9 @@ def cmd_init(args: argparse.Namespace) -> int:
 
 
 def cmd_add(args: argparse.Namespace) -> int:
-    from fbs.manifest import load_snapshot_yaml
-    from fbs.manifest.validate import validate_snapshot
+    from node.commands.add import cmd_add as run_add
 
-    ws = open_workspace(args)
-    snapshots = []
-    for path in args.manifest:
-        text = _read_input(path)
-        try:
-            snapshots.append(load_snapshot_yaml(text))
-        except ManifestError as e:
-            raise ManifestError(f"{path}: {e}") from None
-    from node.transform import (
-        check_streaming,
-        foreign_engines,
-        pin_engine_version,
-        retarget_engine,
-    )
-
-    engine = getattr(args, "engine", None)
-    if engine is not None:
-        snapshots = [retarget_engine(snap, engine) for snap in snapshots]
-    for path, snap in zip(args.manifest, snapshots, strict=True):
-        # Refused before anything is added: the transform would only fail at pull/ingest.
-        foreign = foreign_engines(snap)
-        if foreign:
-            raise ManifestError(
-                f"{path}: {snap.name}: transform engine {foreign[0]!r} is not available "
-                "(this node runs spark); add it with --engine spark to run it on Spark"
-            )
-        check_streaming(snap)
-        try:  # complete validation: nothing is stored for a manifest that would fail later
-            validate_snapshot(snap)
-        except ManifestError as e:
-            raise ManifestError(f"{path}: {e}") from None
-    # Derivative datasets record the engine identity their transform was written for.
-    pinned = [pin_engine_version(snap) for snap in snapshots]
-    from storage.errors import DatasetNotFound
-
-    try:
-        added = ws.add_snapshots(pinned)
-    except DatasetNotFound as e:
-        # Only a transform input is looked up here: a manifest naming a dataset that is
-        # not in the workspace is invalid input (4), refused before anything is stored.
-        where = args.manifest[0] if len(args.manifest) == 1 else "manifest"
-        raise ManifestError(f"{where}: {e}") from None
-    for snap, ds in zip(pinned, added, strict=True):
-        print(f"Added {snap.name} ({ds.id}) head {ds.head()}")
-    return EXIT_OK
+    return run_add(args)
 
 
 def cmd_list(args: argparse.Namespace) -> int:
@@ -577,14 +532,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--exist-ok", action="store_true", help="do nothing if it already exists")
 
     p = cmd("add", cmd_add, "add datasets from DatasetSnapshot manifests")
-    p.add_argument("manifest", nargs="+", help="manifest files (YAML), or - for stdin")
-    p.add_argument(
-        "--engine",
-        choices=["spark"],
-        default=None,
-        help="run every SQL transform on this engine, whatever engine the manifest names "
-        "(e.g. kamu's flink/risingwave/datafusion manifests on Spark)",
-    )
+    from node.commands.add import add_arguments
+
+    add_arguments(p)
 
     p = cmd("list", cmd_list, "list datasets in the workspace")
     _add_format(p, OUTPUT_FORMATS, "table")

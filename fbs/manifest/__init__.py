@@ -8,7 +8,13 @@ Layers:
   kamu-style YAML emission;
 - `fbs.manifest.envelope`: the ``kind`` / ``version`` / ``content`` envelope
   (`load_manifest`, `dump_manifest`, `dumps_json` and per-kind helpers);
-- `fbs.manifest.limits`: named bounds for untrusted manifests.
+- `fbs.manifest.limits`: named bounds for untrusted manifests;
+- `fbs.manifest.legacy`: older ODF snapshot forms and v0.39 Dataset resources rewritten
+  to the current form, each rewrite reported;
+- `fbs.manifest.refs`: transform input references in kamu's canonical form;
+- `fbs.manifest.snapshots`: every snapshot of a (multi-document) text, as ``odf add``
+  reads them;
+- `fbs.manifest.validate`: complete validation of a snapshot before it is stored.
 
 Every failure on input is a `fbs.errors.ManifestError` (`ManifestFieldError` carries
 the path of the bad value, `ManifestLimitExceeded` a hit limit).

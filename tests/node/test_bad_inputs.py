@@ -200,7 +200,9 @@ def test_add_refuses_invalid_manifest(odf: Odf, text: str, needle: str) -> None:
 
 
 def test_add_account_name_is_valid(odf: Odf) -> None:
-    odf.run("add", str(odf.file(manifest("alice/pop"), ".yaml")))
+    path = str(odf.file(manifest("alice/pop"), ".yaml"))
+    odf.refused("add", path)  # a '/' needs the acting account (issue 14.3)
+    odf.run("add", "--account", "alice", path)
     assert "alice/pop" in odf.run("list", "--output-format", "json").stdout
 
 
