@@ -6,12 +6,17 @@ slices and checkpoints are written by hand, consistent with the chain rules). Ea
 gets its own copy of it. The campaign asserts:
 
 - ``odf verify --integrity`` detects every fault (exit 5, or a typed error's exit code);
-- every read (``to_arrow`` in-process; ``odf tail``/``odf export`` in-process through
-  `node.cli.main`, and a few through the real ``odf`` executable) returns the pristine
-  records or fails with a typed error (exit 3/4/5) -- never different records.
+- every read (``to_arrow`` in-process; ``odf tail``/``export``/``log``/``sql`` in-process
+  through `node.cli.main`, and for a few faults through the real ``odf`` executable)
+  returns the pristine output or fails with a typed error (exit 3/4/5) -- never
+  different records.
 
-Fault kinds: bit flip, truncate, append, delete, swap (two files of the same kind in one
-dataset; ``refs/`` has one file, so no swap there).
+``scripts/bench/fault_campaign.py`` runs the same campaign at 1,000 faults.
+
+Fault kinds: bit flip (size and mtime kept, like bit rot), truncate, append, delete, swap
+(two files of the same kind in one dataset; ``refs/`` has one file, so no swap there).
+Every other fault is "warm": the workspace was read before the fault, so the verified-read
+stamps name the damaged files.
 """
 
 from __future__ import annotations
@@ -48,7 +53,8 @@ from storage.workspace import Workspace
 from tests.node.conftest import ROOT_SCHEMA, TS, RootWriter, add_derivative, ts_ms
 
 SEED = 20261125
-N_FAULTS = 60
+#: Two rounds of the 33 (dataset, kind, fault) combinations.
+N_FAULTS = 66
 N_SUBPROCESS = 4
 KINDS = ("blocks", "data", "checkpoints", "refs")
 FAULTS = ("bitflip", "truncate", "append", "delete", "swap")
@@ -158,7 +164,8 @@ class Fault:
         return f"{self.fault} {self.alias}/{self.kind}/{self.target[:14]}{extra} ({self.arg})"
 
 
-def _dataset_dir(project: Path, alias: str) -> Path:
+def dataset_dir(project: Path, alias: str) -> Path:
+    """The directory of dataset ``alias`` in the workspace at ``project``."""
     return Workspace.open(project).get(alias).layout.root
 
 
@@ -166,16 +173,23 @@ def _files(d: Path) -> list[str]:
     return sorted(p.name for p in d.iterdir() if p.is_file() and not p.name.startswith("."))
 
 
-def plan_faults(project: Path, rng: random.Random, n: int) -> list[Fault]:
-    """``n`` faults cycling over (dataset, kind, fault), targets chosen at random."""
+def fault_combos(project: Path) -> list[tuple[str, str, str, list[str]]]:
+    """Every possible (dataset, kind, fault) with the files it can hit: a kind without
+    files (the root has no checkpoints) or with one file (no swap) has fewer."""
     combos = []
     for alias in ALIASES:
-        root = _dataset_dir(project, alias)
+        root = dataset_dir(project, alias)
         for kind in KINDS:
             files = _files(root / kind)
             for fault in FAULTS:
                 if files and (fault != "swap" or len(files) >= 2):
                     combos.append((alias, kind, fault, files))
+    return combos
+
+
+def plan_faults(project: Path, rng: random.Random, n: int) -> list[Fault]:
+    """``n`` faults cycling over (dataset, kind, fault), targets chosen at random."""
+    combos = fault_combos(project)
     out = []
     for i in range(n):
         alias, kind, fault, files = combos[i % len(combos)]
@@ -185,12 +199,16 @@ def plan_faults(project: Path, rng: random.Random, n: int) -> list[Fault]:
 
 
 def apply_fault(dataset_dir: Path, f: Fault) -> None:
+    """Damage the file(s) ``f`` names in ``dataset_dir`` (deterministic for ``f.arg``)."""
     path = dataset_dir / f.kind / f.target
     data = path.read_bytes()
     rng = random.Random(f.arg)
     if f.fault == "bitflip":
         i = rng.randrange(len(data))
+        st = path.stat()
         path.write_bytes(data[:i] + bytes([data[i] ^ (1 << rng.randrange(8))]) + data[i + 1 :])
+        # Bit rot leaves the size and mtime as they were: only the inode's ctime moves.
+        os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
     elif f.fault == "truncate":
         path.write_bytes(data[: rng.randrange(len(data))])
     elif f.fault == "append":
@@ -208,7 +226,8 @@ def apply_fault(dataset_dir: Path, f: Fault) -> None:
         raise AssertionError(f.fault)
 
 
-def _cli(project: Path, *args: str) -> tuple[int, bytes]:
+def run_cli(project: Path, *args: str) -> tuple[int, bytes]:
+    """``odf ARGS`` in this process (through `node.cli.main`): exit code and stdout."""
     out = io.BytesIO()
     wrapper = io.TextIOWrapper(out, encoding="utf-8")
     with contextlib.redirect_stdout(wrapper), contextlib.redirect_stderr(io.StringIO()):
@@ -217,7 +236,8 @@ def _cli(project: Path, *args: str) -> tuple[int, bytes]:
     return code, out.getvalue()
 
 
-def _odf_exe(project: Path, *args: str) -> tuple[int, bytes]:
+def run_exe(project: Path, *args: str) -> tuple[int, bytes]:
+    """``odf ARGS`` as a real process: exit code and stdout."""
     exe = Path(sys.executable).with_name("odf")
     r = subprocess.run(
         [str(exe), "--workspace", str(project), *args], capture_output=True, timeout=120
@@ -225,7 +245,7 @@ def _odf_exe(project: Path, *args: str) -> tuple[int, bytes]:
     return r.returncode, r.stdout
 
 
-def _read_all(project: Path, cli: Callable[..., tuple[int, bytes]]) -> dict[str, object]:
+def read_all(project: Path, cli: Callable[..., tuple[int, bytes]]) -> dict[str, object]:
     """What every read returns: a table, bytes, or the failure (typed or not)."""
     out: dict[str, object] = {}
     for alias in ALIASES:
@@ -238,19 +258,54 @@ def _read_all(project: Path, cli: Callable[..., tuple[int, bytes]]) -> dict[str,
         for args in (
             ("tail", alias, "-n", "100", "--output-format", "json"),
             ("export", alias, "--output-format", "csv"),
+            ("log", alias, "--output-format", "json"),
+            ("sql", f'SELECT * FROM {alias} ORDER BY "offset"', "--output-format", "csv"),
         ):
             code, stdout = cli(project, *args)
             out[f"{args[0]} {alias}"] = ("exit", code) if code else stdout
     return out
 
 
+#: Outcomes of one read of a damaged workspace (`judge`).
+PRISTINE, TYPED, UNTYPED, WRONG = "pristine", "typed", "untyped", "wrong"
+
+
+def judge(want: object, got: object) -> str:
+    """A read's outcome: the pristine records, a typed failure, an untyped failure (exit
+    1 or an exception outside the `OdfError` tree) or different records (a silent wrong
+    read)."""
+    if isinstance(got, tuple):
+        if got[0] == "UNTYPED" or (got[0] == "exit" and got[1] not in TYPED_EXITS):
+            return UNTYPED
+        return TYPED
+    if isinstance(got, pa.Table):
+        assert isinstance(want, pa.Table)
+        return PRISTINE if got.equals(want) else WRONG
+    return PRISTINE if got == want else WRONG
+
+
+def copy_with_fault(project: Path, dest: Path, fault: Fault, *, warm: bool = False) -> Path:
+    """A copy of the pristine ``project`` at ``dest`` with ``fault`` applied.
+
+    The caches are copied too (as a user's workspace would hold them), but their entries
+    name the pristine paths. With ``warm`` every read runs once before the fault, so the
+    verified-read stamps (in this process and in the persistent record) name the very
+    files the fault then damages in place: they must not vouch for them.
+    """
+    shutil.copytree(project, dest, symlinks=True)
+    if warm:
+        read_all(dest, run_cli)
+    apply_fault(dataset_dir(dest, fault.alias), fault)
+    return dest
+
+
 @pytest.fixture(scope="module")
 def pristine(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, object]]:
     project = build_pristine(tmp_path_factory.mktemp("campaign"))
-    reads = _read_all(project, _cli)
+    reads = read_all(project, run_cli)
     for key, value in reads.items():
         assert not isinstance(value, tuple), f"{key} fails on the pristine workspace: {value}"
-    code, _ = _cli(project, "verify", "--integrity")
+    code, _ = run_cli(project, "verify", "--integrity")
     assert code == 0
     return project, reads
 
@@ -260,34 +315,26 @@ def test_fault_campaign(pristine: tuple[Path, dict[str, object]], tmp_path: Path
     rng = random.Random(SEED)
     faults = plan_faults(project, rng, N_FAULTS)
     undetected: list[str] = []
-    wrong_reads: list[str] = []
+    bad_reads: list[str] = []
     typed_failures = 0
     for i, fault in enumerate(faults):
-        copy = tmp_path / f"f{i}" / "project"
-        shutil.copytree(project, copy, symlinks=True)
-        # The caches are copied too (as a user's workspace would hold them): their
-        # entries name the pristine paths, so they must not vouch for the copy.
-        apply_fault(_dataset_dir(copy, fault.alias), fault)
-        via_exe = i < N_SUBPROCESS
-        cli = _odf_exe if via_exe else _cli
+        warm = i % 2 == 1  # every other fault hits files whose stamps are remembered
+        copy = copy_with_fault(project, tmp_path / f"f{i}" / "project", fault, warm=warm)
+        cli = run_exe if i < N_SUBPROCESS else run_cli
         code, _ = cli(copy, "verify", "--integrity")
         if code not in TYPED_EXITS:
             undetected.append(f"{fault}: verify exit {code}")
-        for key, got in _read_all(copy, cli).items():
-            want = expected[key]
-            if isinstance(got, tuple):
-                if got[0] == "UNTYPED" or (got[0] == "exit" and got[1] not in TYPED_EXITS):
-                    wrong_reads.append(f"{fault}: {key} failed untyped: {got}")
-                else:
-                    typed_failures += 1
-            elif isinstance(got, pa.Table):
-                assert isinstance(want, pa.Table)
-                if not got.equals(want):
-                    wrong_reads.append(f"{fault}: {key} returned different records")
-            elif got != want:
-                wrong_reads.append(f"{fault}: {key} printed different records")
-    kinds = {(f.kind, f.fault) for f in faults}
-    assert len(kinds) == len(KINDS) * len(FAULTS) - 1  # every kind x fault (no refs swap)
+        for key, got in read_all(copy, cli).items():
+            outcome = judge(expected[key], got)
+            if outcome in (UNTYPED, WRONG):
+                bad_reads.append(f"{fault}: {key}: {outcome} {got if outcome == UNTYPED else ''}")
+            typed_failures += outcome == TYPED
+        shutil.rmtree(copy.parent)
+    combos = {(f.alias, f.kind, f.fault) for f in faults}
+    assert combos == {c[:3] for c in fault_combos(project)}  # every one, at least once
+    assert {(f.kind, f.fault) for f in faults} == {
+        (k, f) for k in KINDS for f in FAULTS if (k, f) != ("refs", "swap")
+    }
     assert not undetected, "\n".join(undetected)
-    assert not wrong_reads, "\n".join(wrong_reads)
+    assert not bad_reads, "\n".join(bad_reads)
     assert typed_failures > 0
