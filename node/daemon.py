@@ -512,6 +512,12 @@ class NodeDaemon:
             },
             # Supervised restarts, last unexpected stop, hostile input contained.
             "libp2p": self.host.status(),
+            # Per-peer admission of the object exchange (`p2p.admission`).
+            "exchange": {
+                "served": self.server.served_requests,
+                "inFlight": self.server.admission.in_flight,
+                **self.server.admission.stats.to_dict(),
+            },
             "attestations": self.attest.counters(),
             "validator": None if self.worker is None else self.worker.status(),
             "disputes": self.attest.disputes,

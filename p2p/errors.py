@@ -113,11 +113,15 @@ class RemoteError(TransferError):
 
     Attributes:
         code: the peer's error code (``"not_found"``, ``"bad_request"``, ``"busy"``...).
+        retry_after_s: with ``busy``, when the peer says to try again (``None``: no hint).
     """
 
-    def __init__(self, message: str, code: str = "error") -> None:
+    def __init__(
+        self, message: str, code: str = "error", *, retry_after_s: float | None = None
+    ) -> None:
         super().__init__(message)
         self.code = code
+        self.retry_after_s = retry_after_s
 
 
 class NotFoundOnPeer(RemoteError):

@@ -86,7 +86,10 @@ def _remote_error(obj: dict[str, Any]) -> RemoteError:
     text = f"peer error {code}: {message if isinstance(message, str) else ''}"[:600]
     if code == "not_found":
         return NotFoundOnPeer(text, code)
-    return RemoteError(text, code)
+    hint = obj.get("retry_after_ms")
+    # Bounded: a peer's hint must not park us for long (`MAX_BUSY_WAIT_S` caps it too).
+    retry = hint / 1000 if isinstance(hint, int) and 0 <= hint <= 600_000 else None
+    return RemoteError(text, code, retry_after_s=retry)
 
 
 #: Received chunks waiting for the hashing/writing thread (bounds memory per transfer).

@@ -7,6 +7,11 @@ the protocol (a malformed or oversized frame, JSON over `p2p.peer_json` limits) 
 the stream and charges the peer in `PeerScores` (repeated, it bans the peer); a request
 the server cannot answer gets an ERROR frame.
 
+Peers are admitted fairly (`p2p.admission`): streams and requests per peer, a
+deadline for a new stream's request, object downloads per peer and globally, and a
+per-peer upload budget (object rate refused with ``busy`` and a ``retry_after_ms`` hint;
+bytes slowed down). A download the client aborts ends quietly and is counted.
+
 Runs in the host's trio thread (see `p2p.host`); chain walks and file reads are pushed
 to worker threads with ``trio.to_thread``.
 """
@@ -24,6 +29,7 @@ import trio
 from fbs.did import DatasetId
 from fbs.errors import FbsError
 from fbs.multiformats import Multihash
+from p2p.admission import Admission, AdmissionLimits, Busy
 from p2p.errors import FrameTooLarge, NotFoundOnPeer, PeerMisbehaved, TransferError
 from p2p.exchange_wire import (
     EXCHANGE_PROTOCOL,
@@ -62,6 +68,8 @@ class ExchangeServer:
         head_records: optional provider of signed head records sent with HEAD.
         scores: where a peer that breaks the protocol is charged (default: the
             registering host's `P2PHost.scores`).
+        admission: per-peer admission (default: `p2p.admission` defaults, with
+            ``limits.max_concurrent_requests`` as the global request cap).
     """
 
     def __init__(
@@ -71,12 +79,13 @@ class ExchangeServer:
         limits: ExchangeLimits | None = None,
         head_records: HeadRecordProvider | None = None,
         scores: PeerScores | None = None,
+        admission: Admission | None = None,
     ) -> None:
         self.workspace = workspace
         self.limits = limits or ExchangeLimits()
         self.scores = scores
         self._head_records = head_records
-        self._active = 0
+        self.admission = admission or Admission(_admission_limits(self.limits))
         self.served_requests = 0
 
     def register(self, host: P2PHost) -> None:
@@ -87,25 +96,26 @@ class ExchangeServer:
 
     async def handle(self, stream: Any) -> None:
         """Answer one request on ``stream`` (trio; errors become ERROR frames)."""
-        limits = self.limits
-        if self._active >= limits.max_concurrent_requests:
-            with contextlib.suppress(TransferError):
-                await write_json(
-                    stream, FrameType.ERROR, {"code": "busy", "message": "try later"}, limits
-                )
+        peer = _peer_of(stream)
+        if not self.admission.open_stream(peer):
+            # Over this peer's stream limit: nothing is read from it.
+            with contextlib.suppress(Exception):
+                await stream.reset()
             return
-        self._active += 1
         try:
-            await self._handle(stream)
+            await self._handle(stream, peer)
         except (TransferError, PeerMisbehaved) as e:
-            # A malformed or oversized frame, a stall: the stream is reset (not closed
-            # as if the answer were complete); unread bytes of the peer are dropped.
+            # A malformed or oversized frame, a stall, a download the client gave up
+            # on: the stream is reset (not closed as if the answer were complete);
+            # unread bytes of the peer are dropped. One debug line, no traceback.
             log.debug("exchange request aborted: %s", e)
+            if not isinstance(e, PeerMisbehaved | FrameTooLarge):
+                self.admission.stats.aborted_downloads += 1
             self._charge(stream, e)
             with contextlib.suppress(Exception):
                 await stream.reset()
         finally:
-            self._active -= 1
+            self.admission.close_stream(peer)
 
     def _charge(self, stream: Any, e: Exception) -> None:
         """Penalise the peer for a request that broke the protocol (not for stalls or
@@ -125,15 +135,27 @@ class ExchangeServer:
         if self.scores is not None:
             self.scores.penalise(peer, offence, f"exchange request: {e}")
 
-    async def _handle(self, stream: Any) -> None:
+    async def _handle(self, stream: Any, peer: str) -> None:
         limits = self.limits
         reader = FrameReader(stream, limits)
-        frame = await reader.frame()
+        with trio.move_on_after(self.admission.limits.request_timeout_s) as deadline:
+            frame = await reader.frame()
+        if deadline.cancelled_caught:
+            # Silent past the request deadline: a parked stream, not an offence.
+            self.admission.stats.idle_closed += 1
+            with contextlib.suppress(Exception):
+                await stream.reset()
+            return
         if frame.type != FrameType.REQUEST:
             raise Misbehaved("expected a REQUEST frame", Offence.PROTOCOL_ERROR)
         request = reader.json(frame)
+        op = request.get("op")
+        ticket = self.admission.admit(peer, op if op in ("head", "blocks", "object") else "head")
+        if isinstance(ticket, Busy):
+            await self._busy(stream, ticket)
+            return
         try:
-            await self._dispatch(stream, request)
+            await self._dispatch(stream, request, peer)
         except BadRequest as e:
             await self._error(stream, "bad_request", str(e))
         except (DatasetNotFound, ObjectNotFound, NotFoundOnPeer) as e:
@@ -143,13 +165,24 @@ class ExchangeServer:
             await self._error(stream, "internal", "stored data unavailable")
         else:
             self.served_requests += 1
+        finally:
+            self.admission.release(ticket)
+
+    async def _busy(self, stream: Any, busy: Busy) -> None:
+        answer = {
+            "code": "busy",
+            "message": busy.reason,
+            "retry_after_ms": int(busy.retry_after_s * 1000),
+        }
+        with contextlib.suppress(TransferError):
+            await write_json(stream, FrameType.ERROR, answer, self.limits)
 
     async def _error(self, stream: Any, code: str, message: str) -> None:
         await write_json(
             stream, FrameType.ERROR, {"code": code, "message": message[:500]}, self.limits
         )
 
-    async def _dispatch(self, stream: Any, request: dict[str, Any]) -> None:
+    async def _dispatch(self, stream: Any, request: dict[str, Any], peer: str) -> None:
         op = request.get("op")
         did_text = request.get("dataset")
         if not isinstance(did_text, str) or not did_text.startswith("did:"):
@@ -173,7 +206,7 @@ class ExchangeServer:
             if kind not in OBJECT_KINDS:
                 raise BadRequest("kind must be 'data' or 'checkpoint'")
             h = parse_hash(request.get("hash"), "hash")
-            await self._serve_object(stream, did, kind, h)
+            await self._serve_object(stream, did, kind, h, peer)
         else:
             raise BadRequest("unknown op")
 
@@ -222,7 +255,7 @@ class ExchangeServer:
         await write_frame(stream, FrameType.END, b"", limits.stall_timeout_s)
 
     async def _serve_object(
-        self, stream: Any, did: DatasetId, kind: ObjectKind, h: Multihash
+        self, stream: Any, did: DatasetId, kind: ObjectKind, h: Multihash, peer: str
     ) -> None:
         limits = self.limits
 
@@ -242,6 +275,9 @@ class ExchangeServer:
             # The next chunk is read from the file (worker thread) while this one is
             # written to the stream.
             while data:
+                delay = self.admission.upload_delay(peer, len(data))
+                if delay > 0:
+                    await trio.sleep(delay)  # over the peer's upload budget: slow down
                 sent += len(data)
                 ahead: list[bytes] = []
                 async with trio.open_nursery() as nursery:
@@ -251,6 +287,18 @@ class ExchangeServer:
                 data = ahead[0] if ahead else b""
                 # An empty read: the file shrank under us; the client sees a short object.
         await write_frame(stream, FrameType.END, b"", limits.stall_timeout_s)
+
+
+def _peer_of(stream: Any) -> str:
+    try:
+        return str(stream.muxed_conn.peer_id)
+    except AttributeError:  # not a libp2p stream (tools, in-memory tests)
+        return "?"
+
+
+def _admission_limits(limits: ExchangeLimits) -> AdmissionLimits:
+    cap = limits.max_concurrent_requests
+    return AdmissionLimits(max_requests=cap, reserved_requests=min(8, cap // 8))
 
 
 async def _read_into(f: Any, n: int, out: list[bytes]) -> None:

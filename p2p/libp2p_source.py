@@ -15,18 +15,30 @@ Typical use by the daemon::
 
 from __future__ import annotations
 
+import asyncio
+import random
+from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Final
+from typing import Final, TypeVar
 
 from fbs.did import DatasetId
 from fbs.multiformats import Multihash
-from p2p.errors import InvalidHeadRecord, NotFoundOnPeer, PeerMisbehaved
+from p2p.errors import InvalidHeadRecord, NotFoundOnPeer, PeerMisbehaved, RemoteError
 from p2p.exchange import ExchangeClient, ObjectKind, RemoteHead
 from p2p.head_record import HeadRecord
 from p2p.host import P2PHost
 from p2p.peers import Offence
 
-__all__ = ["DEFAULT_PARALLEL_OBJECTS", "Libp2pSource"]
+__all__ = ["BUSY_RETRIES", "DEFAULT_PARALLEL_OBJECTS", "MAX_BUSY_WAIT_S", "Libp2pSource"]
+
+T = TypeVar("T")
+
+#: Times one request is repeated after the peer answered ``busy`` (then the error
+#: goes to `p2p.sync.pull_dataset`, which tries other sources, and to the daemon's
+#: jittered retries).
+BUSY_RETRIES: Final = 5
+#: Longest wait after one ``busy`` (the peer's hint is honoured up to this).
+MAX_BUSY_WAIT_S: Final = 10.0
 
 #: Objects downloaded at once from one peer. py-libp2p's receive path (noise, yamux)
 #: runs in the one trio thread of the local host and is CPU-bound: more streams per
@@ -72,7 +84,9 @@ class Libp2pSource:
 
     async def _remote_head(self) -> RemoteHead | None:
         try:
-            return await self.host.run_trio(self.client.get_head, self.peer, self.dataset_id)
+            return await _patient(
+                lambda: self.host.run_trio(self.client.get_head, self.peer, self.dataset_id)
+            )
         except NotFoundOnPeer:
             return None
 
@@ -116,8 +130,10 @@ class Libp2pSource:
                 is a `TransferError`; both are what `pull_dataset` expects).
             PeerMisbehaved: a block that does not hash to its link.
         """
-        return await self.host.run_trio(
-            self.client.get_blocks_batch, self.peer, self.dataset_id, head, stop_at
+        return await _patient(
+            lambda: self.host.run_trio(
+                self.client.get_blocks_batch, self.peer, self.dataset_id, head, stop_at
+            )
         )
 
     async def get_object(
@@ -132,9 +148,24 @@ class Libp2pSource:
             PeerMisbehaved: wrong bytes, or a size other than ``expected_size``.
             TransferError / PeerUnavailable: the transfer failed.
         """
-        return await self.host.run_trio(
-            _fetch, self.client, self.peer, self.dataset_id, kind, h, dest_path, expected_size
+        return await _patient(
+            lambda: self.host.run_trio(
+                _fetch, self.client, self.peer, self.dataset_id, kind, h, dest_path, expected_size
+            )
         )
+
+
+async def _patient(call: Callable[[], Awaitable[T]]) -> T:
+    """``call()``, repeated after ``busy`` answers: the peer's hint, jittered x1-2."""
+    for attempt in range(BUSY_RETRIES + 1):
+        try:
+            return await call()
+        except RemoteError as e:
+            if e.code != "busy" or attempt == BUSY_RETRIES:
+                raise
+            hint = e.retry_after_s if e.retry_after_s is not None else 0.5
+            await asyncio.sleep(min(MAX_BUSY_WAIT_S, hint * (1 + random.random())))
+    raise AssertionError("unreachable")
 
 
 async def _fetch(

@@ -103,6 +103,10 @@ class Line:
         return self.got[key] - t0
 
 
+def _knobs(args: argparse.Namespace) -> dict[str, float]:
+    return {"seconds": args.seconds, "rate": args.rate}
+
+
 async def _attacked(
     line: Line, payload: Callable[[int], bytes], args: argparse.Namespace, seq: int, sign: bool
 ) -> tuple[float, FloodResult, bool]:
@@ -112,7 +116,13 @@ async def _attacked(
         await hostile.connect(line.node.addrs[0])
         task = asyncio.create_task(
             flood(
-                hostile, line.node, TOPIC, payload, seconds=args.seconds, rate=args.rate, sign=sign
+                hostile,
+                line.node.peer_id,
+                TOPIC,
+                payload,
+                seconds=args.seconds,
+                rate=args.rate,
+                sign=sign,
             )
         )
         await asyncio.sleep(0.2)
@@ -135,8 +145,11 @@ async def main(args: argparse.Namespace) -> None:
         print(f"baseline: own head announced in {b * 1000:.1f} ms median ({args.runs} runs)")
         print(f"attacks at {args.rate:.0f} msg/s for up to {args.seconds} s, new attacker per run:")
         seq = 1000
-        attacks = (("forged", _forged, True), ("replayed", _replayed, True))
-        attacks += (("unsigned", _forged, False),)
+        attacks = (
+            ("forged", _forged, True),
+            ("replayed", _replayed, True),
+            ("unsigned", _forged, False),
+        )
         for name, make, sign in attacks:
             before = dict(line.node.guard_stats.to_dict())
             lat, sent, cut, banned = [], [], [], 0

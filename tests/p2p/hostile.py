@@ -63,7 +63,7 @@ class FloodResult:
 
 async def flood(
     hostile: P2PHost,
-    target: P2PHost,
+    target: str,
     topic: str,
     payload: Callable[[int], bytes],
     *,
@@ -71,12 +71,12 @@ async def flood(
     rate: float | None = None,
     sign: bool = True,
 ) -> FloodResult:
-    """Publish ``payload(n)`` from ``hostile`` to ``target`` for ``seconds``.
+    """Publish ``payload(n)`` from ``hostile`` to peer ``target`` for ``seconds``.
 
     ``rate`` caps messages per second (``None``: as fast as the stream takes them). Ends
     early, quietly, when the target resets the stream (it banned us).
     """
-    stream = await hostile.open_stream(target.peer_id, GOSSIPSUB_PROTOCOLS[0])
+    stream = await hostile.open_stream(target, GOSSIPSUB_PROTOCOLS[0])
     sent, start, cut_off = 0, time.monotonic(), False
     try:
         while (now := time.monotonic()) - start < seconds:

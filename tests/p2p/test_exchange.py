@@ -268,7 +268,7 @@ class HostileServer(ExchangeServer):
         self.mode = mode
 
     async def _serve_object(
-        self, stream: Any, did: DatasetId, kind: ObjectKind, h: Multihash
+        self, stream: Any, did: DatasetId, kind: ObjectKind, h: Multihash, peer: str
     ) -> None:
         layout = self.workspace.get(did).layout
         data = (layout.data if kind == "data" else layout.checkpoints).get(h)
