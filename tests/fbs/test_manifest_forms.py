@@ -413,3 +413,25 @@ def test_canonical_helpers() -> None:
     assert canonical_input(TransformInput(dataset_ref=DID_B58)).dataset_ref == DID_HEX
     snap = DatasetSnapshot(name="x", kind=load_one(CURRENT_ROOT).snapshot.kind, metadata=())
     assert canonicalize_snapshot(snap) == snap
+
+
+@pytest.mark.parametrize(
+    "schema",
+    ["https://opendatafabric.org/schemas/dataset/v1alpha1/Dataset.json", "Dataset"],
+)
+def test_resource_schema_spellings(schema: str) -> None:
+    text = "# a comment\n" + RESOURCE.replace(
+        "https://opendatafabric.org/schemas/dataset/v1alpha1/Dataset", schema
+    )
+    assert load_one(text).snapshot == load_one(CURRENT_ROOT).snapshot
+
+
+def test_resource_with_uri_labels_and_no_metadata() -> None:
+    text = (
+        "$schema: https://opendatafabric.org/schemas/dataset/v1alpha1/Dataset\n"
+        "headers:\n  name: bobs-dataset\n  account: bob\n  labels:\n"
+        "    https://opendatafabric.org/schemas/dataset/v1alpha1/AllowPublicRead: true\n"
+        "spec:\n  kind: Root\n  metadata: []\n"
+    )
+    got = load_one(text).snapshot
+    assert (got.name, got.metadata) == ("bob/bobs-dataset", ())
