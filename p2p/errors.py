@@ -150,3 +150,11 @@ class AttestationRejected(P2PError):
 
 class DuplicateAttestation(AttestationRejected):
     """An attestation already held: a replay, or the same verdict on the same block re-signed."""
+
+
+def first_error(group: BaseExceptionGroup[BaseException]) -> BaseException:
+    """The first leaf exception of a task group's failure (callers expect one typed error)."""
+    exc: BaseException = group
+    while isinstance(exc, BaseExceptionGroup):
+        exc = exc.exceptions[0]
+    return exc

@@ -30,7 +30,13 @@ from fbs.did import DatasetId
 from fbs.errors import FbsError
 from fbs.multiformats import Multihash
 from p2p.admission import Admission, AdmissionLimits, Busy
-from p2p.errors import FrameTooLarge, NotFoundOnPeer, PeerMisbehaved, TransferError
+from p2p.errors import (
+    FrameTooLarge,
+    NotFoundOnPeer,
+    PeerMisbehaved,
+    TransferError,
+    first_error,
+)
 from p2p.exchange_wire import (
     EXCHANGE_PROTOCOL,
     OBJECT_KINDS,
@@ -279,12 +285,8 @@ class ExchangeServer:
                 if delay > 0:
                     await trio.sleep(delay)  # over the peer's upload budget: slow down
                 sent += len(data)
-                ahead: list[bytes] = []
-                async with trio.open_nursery() as nursery:
-                    if sent < size:
-                        nursery.start_soon(_read_into, f, min(chunk, size - sent), ahead)
-                    await write_frame(stream, FrameType.CHUNK, data, limits.stall_timeout_s)
-                data = ahead[0] if ahead else b""
+                next_n = min(chunk, size - sent)
+                data = await _write_reading_ahead(stream, data, f, next_n, limits.stall_timeout_s)
                 # An empty read: the file shrank under us; the client sees a short object.
         await write_frame(stream, FrameType.END, b"", limits.stall_timeout_s)
 
@@ -299,6 +301,26 @@ def _peer_of(stream: Any) -> str:
 def _admission_limits(limits: ExchangeLimits) -> AdmissionLimits:
     cap = limits.max_concurrent_requests
     return AdmissionLimits(max_requests=cap, reserved_requests=min(8, cap // 8))
+
+
+async def _write_reading_ahead(
+    stream: Any, data: bytes, f: Any, next_n: int, timeout_s: float
+) -> bytes:
+    """Write ``data`` as a CHUNK while the next ``next_n`` bytes are read from ``f``.
+
+    A failure comes out as itself (a client that aborts its download makes the write
+    raise `TransferError`), not wrapped in trio's exception group, so the server's
+    handler ends the request quietly instead of the host logging a handler failure.
+    """
+    ahead: list[bytes] = []
+    try:
+        async with trio.open_nursery() as nursery:
+            if next_n > 0:
+                nursery.start_soon(_read_into, f, next_n, ahead)
+            await write_frame(stream, FrameType.CHUNK, data, timeout_s)
+    except BaseExceptionGroup as group:
+        raise first_error(group) from None
+    return ahead[0] if ahead else b""
 
 
 async def _read_into(f: Any, n: int, out: list[bytes]) -> None:

@@ -50,10 +50,10 @@ from p2p.errors import (
     PeerUnavailable,
     TransferError,
     TransferTimeout,
+    first_error,
 )
 from p2p.head_record import MAX_HEAD_RECORD_BYTES, HeadRecord, sign_head
 from p2p.receive import ObjectJob, ObjectKind, object_jobs, object_store
-from p2p.sync import first_error
 from storage.dataset import Dataset
 from storage.object_store import MAX_BLOCK_SIZE
 from storage.verified import verified_object_path

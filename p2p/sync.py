@@ -50,6 +50,7 @@ from p2p.errors import (
     PeerMisbehaved,
     PeerUnavailable,
     TransferError,
+    first_error,
 )
 from p2p.head_record import HeadRecord
 from p2p.head_store import HeadStore
@@ -663,11 +664,3 @@ def _has_head(ws: Workspace, did: DatasetId, head: Multihash) -> bool:
         return ws.get(did).head() == head
     except StorageError:
         return False
-
-
-def first_error(group: BaseExceptionGroup[BaseException]) -> BaseException:
-    """The first leaf exception of a task group's failure (callers expect one typed error)."""
-    exc: BaseException = group
-    while isinstance(exc, BaseExceptionGroup):
-        exc = exc.exceptions[0]
-    return exc
