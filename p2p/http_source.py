@@ -25,7 +25,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
-import json
 import os
 import struct
 from collections.abc import AsyncIterator
@@ -53,6 +52,7 @@ from p2p.errors import (
     first_error,
 )
 from p2p.head_record import MAX_HEAD_RECORD_BYTES, HeadRecord, sign_head
+from p2p.peer_json import PeerJsonError, load_peer_json
 from p2p.receive import ObjectJob, ObjectKind, object_jobs, object_store
 from storage.dataset import Dataset
 from storage.object_store import MAX_BLOCK_SIZE
@@ -422,8 +422,8 @@ class Unauthorized(TransferError):
 async def _check_response(r: aiohttp.ClientResponse, what: str) -> dict[str, Any]:
     body = await r.content.read(64 * 1024)
     try:
-        doc = json.loads(body) if body else {}
-    except ValueError:
+        doc = load_peer_json(body, what=f"{what} answer") if body else {}
+    except PeerJsonError:  # bounded like every peer JSON (`p2p.peer_json`)
         doc = {"error": body[:200].decode("utf-8", "replace")}
     if not isinstance(doc, dict):
         doc = {"error": str(doc)[:200]}
