@@ -180,24 +180,10 @@ def _pull_network(args: argparse.Namespace, ws: Workspace, ref: str) -> int:
             "it (start `odf node run`, or give a node URL or peer address)\n"
         )
         return EXIT_NOT_FOUND
+    from node.commands.sync_report import report_sync
+
     report_sync(result)
     return EXIT_OK
-
-
-def report_sync(result: PullResult) -> None:
-    """Print the outcome of a pull from peers/nodes (`odf pull`, `odf fetch`)."""
-    if result.up_to_date:
-        print(f"{result.alias}: up to date at {result.new_head}")
-    else:
-        verb = "Cloned" if result.created else "Updated"
-        signed = " (signed head)" if result.head_record is not None else " (unsigned head)"
-        print(
-            f"{verb} {result.alias} ({result.dataset_id}): {result.blocks_fetched} block(s), "
-            f"{result.objects_fetched} object(s), {result.bytes_fetched} bytes; "
-            f"head {result.new_head}{signed}"
-        )
-    for name in result.dropped:
-        sys.stderr.write(f"odf: warning: dropped source {name}: {result.penalties.get(name)}\n")
 
 
 def _ns(args: argparse.Namespace, **values: Any) -> argparse.Namespace:

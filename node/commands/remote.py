@@ -116,7 +116,7 @@ def cmd_fetch(args: argparse.Namespace) -> int:
                 on_progress=progress,
             )
 
-    from node.commands.pull import report_sync
+    from node.commands.sync_report import report_sync
 
     report_sync(asyncio.run(run()))
     return EXIT_OK
