@@ -9,6 +9,9 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import io
+import shutil
+import subprocess
+import sys
 import textwrap
 from pathlib import Path
 
@@ -333,3 +336,23 @@ def test_did_reference_in_any_multibase_writes_kamus_block(ws: Path, tmp_path: P
     assert (item.dataset_ref, item.alias) == (hex_ref, hex_ref)
     assert event_hashes(ws, "b58") == event_hashes(ws, "hex")
     assert isinstance(DatasetId.from_did(b58_ref), DatasetId)
+
+
+def test_real_process_reads_a_multi_document_stdin_in_any_order(ws: Path) -> None:
+    exe = shutil.which("odf", path=str(Path(sys.executable).parent))
+    assert exe is not None
+    old = root_doc("a").replace("ddlSchema:", "schema:")  # pre-v0.38 form
+    text = derived_doc("b", "a") + "---\n" + old
+    r = subprocess.run(
+        [exe, "--workspace", str(ws), "add", "-"],
+        input=text.encode(),
+        capture_output=True,
+        check=False,
+    )
+    assert r.returncode == EXIT_OK, r.stderr
+    assert r.stdout.decode().splitlines()[0].startswith("Added a ")
+    assert r.stderr.decode().splitlines() == [
+        "odf: warning: STDIN document 2: content.metadata[0].read.schema: "
+        "a DDL list is now ddlSchema (ODF v0.38)"
+    ]
+    assert aliases(ws) == ["a", "b"]
