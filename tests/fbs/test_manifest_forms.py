@@ -12,7 +12,7 @@ import pytest
 
 from fbs.codec import block_hash, encode_block
 from fbs.did import DatasetId
-from fbs.errors import ManifestError, ManifestFieldError
+from fbs.errors import ManifestError, ManifestFieldError, ManifestLimitExceeded
 from fbs.manifest import load_snapshot_yaml
 from fbs.manifest.legacy import upgrade_snapshot_manifest
 from fbs.manifest.refs import canonical_input, canonicalize_snapshot, parse_local_ref
@@ -435,3 +435,20 @@ def test_resource_with_uri_labels_and_no_metadata() -> None:
     )
     got = load_one(text).snapshot
     assert (got.name, got.metadata) == ("bob/bobs-dataset", ())
+
+
+def test_stream_limits_apply_to_every_document() -> None:
+    deep = "a: " + "[" * 80 + "]" * 80 + "\n"
+    with pytest.raises(ManifestLimitExceeded):
+        parse_yaml_all("a: 1\n---\n" + deep)
+    bomb = "a: &a [x, x, x, x, x, x, x, x, x, x]\n" + "".join(
+        f"{k}: &{k} [*{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}]\n"
+        for p, k in zip("abcdef", "bcdefg", strict=True)
+    )
+    with pytest.raises(ManifestLimitExceeded):
+        load_snapshot_documents("x: 1\n---\n" + bomb)
+
+
+def test_flow_yaml_that_is_not_json_is_read_as_yaml() -> None:
+    text = "{kind: DatasetSnapshot, version: 1, content: {name: x, kind: Root, metadata: []}}"
+    assert load_one(text).snapshot.name == "x"
