@@ -90,11 +90,23 @@ def cmd_add(args: argparse.Namespace) -> int:
     except DatasetNotFound as e:
         # Only a transform input is looked up here: a manifest naming a dataset that is
         # not in the workspace is invalid input (4), refused before anything is stored.
-        where = items[0].source if len(items) == 1 else "manifest"
-        raise ManifestError(f"{where}: {e}") from None
+        raise ManifestError(f"{_needing(items, str(e))}: {e}") from None
     for snap, ds in zip(snapshots, added, strict=True):
         print(f"Added {snap.name} ({ds.id}) head {ds.head()}")
     return EXIT_OK
+
+
+def _needing(items: list[BatchItem], message: str) -> str:
+    """The source of the (first) manifest whose input the workspace refused."""
+    from fbs.model import SetTransform
+
+    for item in items:
+        for event in item.snapshot.metadata:
+            if isinstance(event, SetTransform) and any(
+                repr(i.dataset_ref) in message for i in event.inputs
+            ):
+                return f"{item.source}: {item.snapshot.name}"
+    return items[0].source if len(items) == 1 else "manifest"
 
 
 # -- arguments --------------------------------------------------------------------------
