@@ -356,3 +356,24 @@ def test_real_process_reads_a_multi_document_stdin_in_any_order(ws: Path) -> Non
         "a DDL list is now ddlSchema (ODF v0.38)"
     ]
     assert aliases(ws) == ["a", "b"]
+
+
+def test_recursive_reads_dataset_resources_and_skips_other_resources(
+    ws: Path, tmp_path: Path
+) -> None:
+    d = tmp_path / "resources"
+    write(
+        d / "secrets.yaml",
+        "# $schema: https://opendatafabric.org/schemas/config/v1alpha1/SecretSet\n"
+        "$schema: https://opendatafabric.org/schemas/config/v1alpha1/SecretSet\n"
+        "headers: {name: s}\nspec: {secrets: {a: b}}\n",
+    )
+    write(
+        d / "dataset.yaml",
+        "# $schema: https://opendatafabric.org/schemas/dataset/v1alpha1/Dataset.json\n"
+        "$schema: https://opendatafabric.org/schemas/dataset/v1alpha1/Dataset.json\n"
+        "headers:\n  name: bobs-dataset\n  account: bob\nspec:\n  kind: Root\n  metadata: []\n",
+    )
+    assert run(ws, "add", "-r", str(d)) == EXIT_INVALID  # bob/...: needs --account bob
+    assert run(ws, "add", "-r", str(d), "--account", "bob") == EXIT_OK
+    assert aliases(ws) == ["bob/bobs-dataset"]
