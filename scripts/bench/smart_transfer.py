@@ -1,0 +1,246 @@
+"""Pull over the Smart Transfer Protocol vs the Simple Transfer Protocol, same node.
+
+Usage: .venv/bin/python scripts/bench/smart_transfer.py [--blocks 2000] [--slices 500]
+       [--slice-kb 4] [--runs 2]
+
+A source workspace gets one dataset of ``--blocks`` blocks (Seed, schema, ``--slices``
+AddData blocks with a data slice of ``--slice-kb`` KB of random bytes each, the rest
+watermark-only AddData blocks, spread between them). A node serving it
+(`node.http_api`) runs in a *separate process* on 127.0.0.1. Each pull is a verified
+clone into a fresh workspace (`p2p.sync.pull_dataset`: hash before parse, chain rules,
+objects quarantined, hashed, fsynced, adopted, one head move), through:
+
+- **simple**: the ODF Simple Transfer Protocol as kamu's client speaks it, one
+  ``GET blocks/{hash}`` per block, then ``GET data/{hash}`` per object
+  (`p2p.http_source.HttpSource` with the batched endpoint switched off);
+- **simple+batch**: the same with odf-node's batched-blocks extension
+  (``GET blocks?head=…``; a kamu server does not have it);
+- **smart**: ``odf+http://…`` (`p2p.smart_transfer.client.SmartSource`): one WebSocket
+  exchange for every block (a gzip tar batch) and the download URLs, objects by GET.
+
+Prints, best of ``--runs`` per protocol, the whole pull and its *transfer* part (the
+pull less the final commit, `p2p.receive.commit_received`, which writes every block
+durably and is the same code and cost whatever the protocol), and the ratios simple /
+smart (issue 14 target: >= 5x). ``--latency-ms`` delays every HTTP request on the
+server (a WebSocket only at its upgrade: its three round trips are not delayed), as a
+network round trip would: the simple protocol pays it once per block.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+import aiohttp  # noqa: E402
+
+import p2p.sync  # noqa: E402
+from fbs.model import (  # noqa: E402
+    AddData,
+    DataField,
+    DataSchema,
+    DataSlice,
+    DataTypeInt64,
+    OffsetInterval,
+    SetDataSchema,
+)
+from fbs.multiformats import Multihash  # noqa: E402
+from fbs.timestamp import Timestamp  # noqa: E402
+from p2p.http_source import HttpSource  # noqa: E402
+from p2p.smart_transfer.client import SmartSource  # noqa: E402
+from p2p.sync import ObjectSource, pull_dataset  # noqa: E402
+from storage.workspace import Workspace  # noqa: E402
+
+SERVER = """
+import asyncio, sys
+sys.path.insert(0, {root!r})
+from aiohttp import web
+from node.http_api import HttpApiConfig, create_app
+from storage.workspace import Workspace
+
+@web.middleware
+async def latency(request, handler):
+    await asyncio.sleep({latency_s!r})
+    return await handler(request)
+
+async def main():
+    ws = Workspace.open({ws!r})
+    app = create_app(ws, config=HttpApiConfig(token="bench-token-bench-token-bench"))
+    if {latency_s!r}:
+        app.middlewares.insert(0, latency)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    print(site._server.sockets[0].getsockname()[1], flush=True)
+    await asyncio.Event().wait()
+
+asyncio.run(main())
+"""
+
+
+def build_source(root: Path, blocks: int, slices: int, slice_kb: int) -> Workspace:
+    """The benchmark dataset: ``blocks`` blocks of which ``slices`` carry a data slice."""
+    ws = Workspace.init(root)
+    ds = ws.create_dataset("bench")
+    schema = DataSchema(fields=(DataField(name="offset", type=DataTypeInt64()),))
+    ds.commit(SetDataSchema(schema=schema), expected_head=ds.head())
+    others = blocks - 2 - slices
+    assert others >= 0, "--blocks must be at least --slices + 2"
+    t0 = Timestamp.parse_rfc3339("2024-01-01T00:00:00Z")
+    offset, made = 0, 0
+    for i in range(slices + others):
+        # Slices spread evenly over the chain, watermark-only blocks between them.
+        with_data = made < slices and (i * slices) // (slices + others) >= made
+        when = Timestamp(t0.nanos + i * 1_000_000_000)
+        if with_data:
+            data = os.urandom(slice_kb * 1024)
+            path = root / "slice.bin"
+            path.write_bytes(data)
+            rows = 100
+            event = AddData(
+                prev_offset=offset - 1 if offset else None,
+                new_data=DataSlice(
+                    logical_hash=Multihash.sha3_256(b"logical" + data[:64]),
+                    physical_hash=Multihash.sha3_256(data),
+                    offset_interval=OffsetInterval(start=offset, end=offset + rows - 1),
+                    size=len(data),
+                ),
+                new_watermark=when,
+            )
+            ds.commit(event, expected_head=ds.head(), data_file=path)
+            offset += rows
+            made += 1
+        else:
+            event = AddData(prev_offset=offset - 1 if offset else None, new_watermark=when)
+            ds.commit(event, expected_head=ds.head())
+    state = ds.state()
+    assert state is not None and state.sequence_number == blocks - 1, state
+    return ws
+
+
+COMMIT_SECONDS: list[float] = []
+
+
+def _timed_commit(*args: Any, **kw: Any) -> None:
+    t0 = time.perf_counter()
+    try:
+        _COMMIT(*args, **kw)
+    finally:
+        COMMIT_SECONDS.append(time.perf_counter() - t0)
+
+
+_COMMIT = vars(p2p.sync)["commit_received"]
+vars(p2p.sync)["commit_received"] = _timed_commit  # measure the commit inside pull_dataset
+
+
+async def timed_pull(
+    make: Callable[[aiohttp.ClientSession], ObjectSource], dest: Path
+) -> tuple[float, float]:
+    """Seconds for a verified clone into a fresh workspace at ``dest``, and of its commit."""
+    ws = Workspace.init(dest)
+    COMMIT_SECONDS.clear()
+    async with aiohttp.ClientSession() as s:
+        src = make(s)
+        t0 = time.perf_counter()
+        try:
+            record = await src.get_head_record()  # type: ignore[attr-defined]
+            result = await pull_dataset(ws, src, alias="bench", head_record=record)
+        finally:
+            if isinstance(src, SmartSource):
+                await src.aclose()
+        elapsed = time.perf_counter() - t0
+    assert result.created and result.blocks_fetched > 0
+    return elapsed, sum(COMMIT_SECONDS)
+
+
+def _simple(base: str) -> Callable[[aiohttp.ClientSession], ObjectSource]:
+    def make(s: aiohttp.ClientSession) -> ObjectSource:
+        src = HttpSource(base, s)
+        src.batch_supported = False  # kamu's simple protocol: one GET per block
+        return src
+
+    return make
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    ap.add_argument("--blocks", type=int, default=2000, help="blocks in the chain (2000)")
+    ap.add_argument("--slices", type=int, default=500, help="data slices (500)")
+    ap.add_argument("--slice-kb", type=int, default=4, help="KB per slice (4)")
+    ap.add_argument("--runs", type=int, default=2, help="pulls per protocol, best reported")
+    ap.add_argument("--latency-ms", type=float, default=0.0, help="server delay per request")
+    ap.add_argument("--dir", type=Path, default=None, help="scratch directory")
+    args = ap.parse_args()
+    scratch = Path(tempfile.mkdtemp(prefix="bench-smart-", dir=args.dir))
+    server = None
+    try:
+        print(f"building {args.blocks} blocks, {args.slices} slices of {args.slice_kb} KB ...")
+        t0 = time.perf_counter()
+        src_ws = build_source(scratch / "src", args.blocks, args.slices, args.slice_kb)
+        print(f"  built in {time.perf_counter() - t0:.1f} s", flush=True)
+        server = subprocess.Popen(
+            [
+                sys.executable,
+                "-c",
+                SERVER.format(
+                    root=str(ROOT), ws=str(src_ws.root), latency_s=args.latency_ms / 1000
+                ),
+            ],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        assert server.stdout is not None
+        port = int(server.stdout.readline())
+        base = f"http://127.0.0.1:{port}/bench/"
+        protocols: dict[str, Callable[[aiohttp.ClientSession], ObjectSource]] = {
+            "simple": _simple(base),
+            "simple+batch": lambda s: HttpSource(base, s),
+            "smart": lambda s: SmartSource("odf+" + base, s),
+        }
+        best: dict[str, float] = {}
+        transfer: dict[str, float] = {}
+        for run in range(args.runs):
+            for name, make in protocols.items():
+                dest = scratch / f"dst-{name}-{run}"
+                secs, commit = asyncio.run(timed_pull(make, dest))
+                best[name] = min(best.get(name, secs), secs)
+                transfer[name] = min(transfer.get(name, secs - commit), secs - commit)
+                print(
+                    f"  run {run + 1}: {name:<13} {secs:7.2f} s  (commit {commit:.2f} s)",
+                    flush=True,
+                )
+                shutil.rmtree(dest)
+        print(
+            f"pull of {args.blocks} blocks / {args.slices} slices, latency "
+            f"{args.latency_ms:g} ms (best of {args.runs}):"
+        )
+        print(f"  {'protocol':<13} {'pull':>8} {'transfer':>9}")
+        for name, secs in best.items():
+            print(f"  {name:<13} {secs:7.2f} s {transfer[name]:8.2f} s")
+        for other in ("simple", "simple+batch"):
+            whole = best[other] / best["smart"]
+            part = transfer[other] / transfer["smart"]
+            print(f"ratio {other} / smart: pull {whole:5.1f}x, transfer {part:5.1f}x")
+        verdict = "OK" if best["simple"] / best["smart"] >= 5 else "BELOW TARGET"
+        print(f"issue 14 target (simple / smart pull >= 5x): {verdict}")
+    finally:
+        if server is not None:
+            server.terminate()
+            server.wait(10)
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
