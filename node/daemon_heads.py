@@ -17,7 +17,7 @@ import contextlib
 import logging
 import os
 
-from fbs.did import DatasetId
+from fbs.did import DatasetAlias, DatasetId
 from fbs.errors import FbsError, OdfError
 from fbs.multiformats import Multihash
 from node.daemon_log import event
@@ -110,7 +110,8 @@ class HeadWatcher:
         if state is None:
             return None
         key = self.ws.keys.load(did)
-        record = sign_head(key, state.head, state.sequence_number, state.system_time)
+        name = _publishable_name(self.ws, did)
+        record = sign_head(key, state.head, state.sequence_number, state.system_time, name)
 
         def is_descendant(old: Multihash, _new: Multihash) -> bool:
             seq = held.sequence_number if held is not None else 0
@@ -176,3 +177,13 @@ class HeadWatcher:
             dataset=record.dataset_id.to_did_odf(),
             seq=record.sequence_number,
         )
+
+
+def _publishable_name(ws: Workspace, did: DatasetId) -> str | None:
+    """The local alias of ``did`` if it can travel in a head record (issue 14.5)."""
+    try:
+        alias = ws.resolve(did).alias
+        DatasetAlias.parse(alias)
+    except (OdfError, OSError):
+        return None  # an alias older rules allowed: the record goes out without a name
+    return alias

@@ -40,6 +40,7 @@ from fbs.errors import FbsError, OdfError
 from node.daemon_config import NodeConfig
 from node.daemon_follow import FollowList
 from node.daemon_log import event
+from node.replica_names import replica_alias
 from p2p.errors import (
     Equivocation,
     InvalidHeadRecord,
@@ -423,6 +424,8 @@ class PullScheduler:
             self.ws,
             sources,
             dataset_id=record.dataset_id,
+            # A new replica is named as its publisher signed it (`node.replica_names`).
+            alias=replica_alias(self.ws, record.dataset_id, record.name),
             head_record=record,
             head_store=self.head_store,
         )

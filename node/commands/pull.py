@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 from node.cli_util import EXIT_OK, EXIT_USAGE, open_workspace
 
 if TYPE_CHECKING:
+    from p2p.head_record import HeadRecord
     from p2p.sync import PullResult
     from storage.workspace import Workspace
 
@@ -166,7 +167,7 @@ def _pull_network(args: argparse.Namespace, ws: Workspace, ref: str) -> int:
                 ws,
                 remote_.sources,
                 dataset_id=remote_.dataset_id,
-                alias=args.as_alias or remote_.alias,
+                alias=args.as_alias or remote_.alias or _signed_name(ws, remote_.head_record),
                 head_record=remote_.head_record,
                 require_signed=args.require_signed,
                 on_progress=progress,
@@ -184,6 +185,15 @@ def _pull_network(args: argparse.Namespace, ws: Workspace, ref: str) -> int:
 
     report_sync(result)
     return EXIT_OK
+
+
+def _signed_name(ws: Workspace, record: HeadRecord | None) -> str | None:
+    """The publisher's signed name for a new clone, if the record has one and it is free."""
+    if record is None:
+        return None
+    from node.replica_names import replica_alias
+
+    return replica_alias(ws, record.dataset_id, record.name)
 
 
 def _ns(args: argparse.Namespace, **values: Any) -> argparse.Namespace:

@@ -141,3 +141,60 @@ def test_constructor_refuses_bad_values() -> None:
 def test_signature_is_deterministic() -> None:
     # Re-signing the same head never produces a second, conflicting record.
     assert sign_head(KEY, HEAD, 7, T) == RECORD
+
+
+# -- version 2: the publisher's name, signed (issue 14.5) ----------------------------------
+
+NAMED = sign_head(KEY, HEAD, 7, T, "acme/com.acme.prices")
+
+
+def test_named_record_roundtrips_as_version_2() -> None:
+    NAMED.verify()
+    wire = NAMED.to_json()
+    doc = json.loads(wire)
+    assert doc["version"] == 2 and doc["name"] == "acme/com.acme.prices"
+    assert HeadRecord.from_json(wire) == NAMED
+    msg = NAMED.signing_message()
+    assert msg.startswith(b"odf-head-record\x00\x02")
+    assert msg.endswith(bytes((20,)) + b"acme/com.acme.prices")
+    # Without a name the record is version 1, byte for byte what it always was.
+    assert RECORD.version == 1 and b'"name"' not in WIRE
+
+
+def test_the_name_cannot_be_changed_or_dropped_by_a_peer() -> None:
+    doc = json.loads(NAMED.to_json())
+    renamed = dict(doc, name="mallory.prices")
+    with pytest.raises(InvalidHeadRecord):
+        HeadRecord.from_dict(renamed)
+    # Dropping the name (and claiming version 1) keeps the v2 signature: it must fail,
+    # the two versions sign under different domains.
+    dropped = {k: v for k, v in doc.items() if k != "name"} | {"version": 1}
+    with pytest.raises(InvalidHeadRecord):
+        HeadRecord.from_dict(dropped)
+    # A v1 signature with a name added does not verify either.
+    added = json.loads(WIRE) | {"name": "x", "version": 2}
+    with pytest.raises(InvalidHeadRecord):
+        HeadRecord.from_dict(added)
+
+
+@pytest.mark.parametrize(
+    "doc_change",
+    [
+        {"version": 1},  # a name with version 1
+        {"name": 5},
+        {"name": "a/b/c"},
+        {"name": "bad name"},
+        {"name": ""},
+    ],
+)
+def test_malformed_named_records_are_refused(doc_change: dict[str, object]) -> None:
+    doc = json.loads(NAMED.to_json()) | doc_change
+    with pytest.raises(InvalidHeadRecord):
+        HeadRecord.from_dict(doc, verify=False)
+
+
+def test_sign_head_refuses_an_invalid_name() -> None:
+    with pytest.raises(InvalidHeadRecord):
+        sign_head(KEY, HEAD, 1, T, "no/such/alias")
+    with pytest.raises(InvalidHeadRecord):
+        sign_head(KEY, HEAD, 1, T, "x" * 300)
