@@ -114,6 +114,8 @@ UPLOAD_PROGRESS_PING_S: Final = 10.0
 MAX_UNANSWERED_PINGS: Final = 30
 #: Longest close reason a WebSocket frame can carry (RFC 6455: 125 bytes less the code).
 MAX_CLOSE_REASON: Final = 123
+#: Seconds the server waits for the client to close after the last reply.
+CLOSE_WAIT_S: Final = 5.0
 #: Close code of a failed transfer (the Err JSON is the reason), as kamu sends it.
 CLOSE_INTERNAL_ERROR: Final = 1011
 #: Staging directory name prefix of a dataset created by a smart push.
@@ -189,24 +191,37 @@ def close_reason(reply: ErrorReply) -> str:
     return text if len(text.encode()) <= MAX_CLOSE_REASON else dumps({"Err": reply.variant})
 
 
+async def _wait_for_close(ws: web.WebSocketResponse) -> None:
+    """Let the client close first (kamu's client closes after the last reply and fails if
+    the server already did); give up after `CLOSE_WAIT_S`."""
+    with contextlib.suppress(TimeoutError, MalformedMessage):
+        async with asyncio.timeout(CLOSE_WAIT_S):
+            while await _receive(ws, timeout=CLOSE_WAIT_S) is not None:
+                pass
+
+
 async def _run(
     ws: web.WebSocketResponse, flow: Awaitable[None], what: str
 ) -> web.WebSocketResponse:
     """Run a protocol flow; a failure closes the socket with its error as the reason."""
+    direction: Literal["Pull", "Push"] = "Pull" if what == "pull" else "Push"
+    reply: ErrorReply | None = None
     try:
         await flow
     except _Abort as e:
         log.info("smart %s refused: %s", what, e)
-        await ws.close(code=CLOSE_INTERNAL_ERROR, message=close_reason(e.reply).encode())
+        reply = e.reply
     except MalformedMessage as e:
         log.info("smart %s: malformed message: %s", what, e)
-        reply = internal_error("Pull" if what == "pull" else "Push", "InitialRequest", str(e))
+        reply = internal_error(direction, "InitialRequest", f"malformed message: {e}")
+    except TimeoutError:
+        reply = internal_error(direction, "InitialRequest", "timed out waiting for the client")
+    if reply is not None:
         await ws.close(code=CLOSE_INTERNAL_ERROR, message=close_reason(reply).encode())
-    except (ConnectionError, asyncio.CancelledError):
-        raise
-    finally:
-        if not ws.closed:
-            await ws.close()
+    elif not ws.closed:
+        await _wait_for_close(ws)
+    if not ws.closed:
+        await ws.close()
     return ws
 
 
