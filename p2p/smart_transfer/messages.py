@@ -609,22 +609,96 @@ COMPLETE: Final = UploadProgress(None)
 # -- metadata batches -------------------------------------------------------------------------
 
 
+_BLOCK: Final = 512  # tar block size
+_RECORD: Final = 20 * _BLOCK  # tar archives are padded to whole records
+_ZERO_BLOCK: Final = bytes(_BLOCK)
+
+
+def _gnu_header_template() -> bytes:
+    info = tarfile.TarInfo("x")
+    info.mode = 0o644
+    info.mtime = 0
+    return info.tobuf(tarfile.GNU_FORMAT, "utf-8", "strict")
+
+
+_HEADER: Final = _gnu_header_template()
+
+
+def _tar_header(name: bytes, size: int) -> bytes:
+    """The GNU header `tarfile` writes for a regular file (mode 0644, times and owners
+    zero), made without it: `tarfile` costs more than the gzip on a long chain."""
+    h = bytearray(_HEADER)
+    h[0:100] = name.ljust(100, b"\0")
+    h[124:136] = b"%011o\0" % size
+    h[148:156] = b" " * 8
+    h[148:155] = b"%06o\0" % sum(h)
+    return bytes(h)
+
+
 def pack_blocks(blocks: Sequence[tuple[Multihash, bytes]]) -> BlocksBatch:
     """A batch of ``(hash, raw)`` blocks, oldest first.
 
-    Deterministic (zero times and owners, GNU headers, gzip level 6 with no time), so the
-    same blocks give the same bytes (the recorded test sequences rely on it).
+    A GNU tar (one entry per block, named by its multibase hash, mode 0644, zero times
+    and owners), gzip level 6 without a time: the same blocks give the same bytes (the
+    recorded test sequences rely on it), the bytes `tarfile` would write.
     """
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w", format=tarfile.GNU_FORMAT) as tar:
-        for h, raw in blocks:
-            info = tarfile.TarInfo(h.to_multibase())
-            info.size = len(raw)
-            info.mode = 0o644
-            info.mtime = 0
-            tar.addfile(info, io.BytesIO(raw))
-    payload = gzip.compress(buf.getvalue(), compresslevel=6, mtime=0)
+    parts: list[bytes] = []
+    for h, raw in blocks:
+        parts.append(_tar_header(h.to_multibase().encode("ascii"), len(raw)))
+        parts.append(raw)
+        if len(raw) % _BLOCK:
+            parts.append(bytes(_BLOCK - len(raw) % _BLOCK))
+    parts.append(_ZERO_BLOCK * 2)
+    size = sum(len(p) for p in parts)
+    if size % _RECORD:
+        parts.append(bytes(_RECORD - size % _RECORD))
+    payload = gzip.compress(b"".join(parts), compresslevel=6, mtime=0)
     return BlocksBatch(len(blocks), payload)
+
+
+def _plain_entries(data: bytes, max_entries: int) -> list[tuple[str, bytes]] | None:
+    """The entries of a tar of plain regular files (as kamu and `pack_blocks` write),
+    ``None`` for anything else (long names, pax headers, links: `tarfile` reads those).
+
+    Raises:
+        MalformedMessage: a header whose checksum is wrong, or data past the end.
+    """
+    out: list[tuple[str, bytes]] = []
+    pos = 0
+    while pos + _BLOCK <= len(data) and len(out) <= max_entries:
+        hdr = data[pos : pos + _BLOCK]
+        if hdr == _ZERO_BLOCK:
+            return out
+        stored = hdr[148:156].strip(b"\0 ")
+        if not stored or int(stored, 8) != sum(hdr[:148]) + 256 + sum(hdr[156:]):
+            raise MalformedMessage("batch tar header checksum mismatch")
+        if hdr[156:157] not in (b"0", b"\0") or hdr[345:500].strip(b"\0") or hdr[124] & 0x80:
+            return None
+        size = int(hdr[124:136].strip(b"\0 ") or b"0", 8)
+        start = pos + _BLOCK
+        if start + size > len(data):
+            raise MalformedMessage("batch tar entry runs past the end")
+        name = hdr[:100].split(b"\0", 1)[0].decode("ascii", "replace")
+        out.append((name, data[start : start + size]))
+        pos = start + -(-size // _BLOCK) * _BLOCK
+    return out
+
+
+def _tarfile_entries(data: bytes, max_blocks: int) -> list[tuple[str, bytes]]:
+    out: list[tuple[str, bytes]] = []
+    try:
+        with tarfile.open(fileobj=io.BytesIO(data), mode="r:") as tar:
+            for member in tar:
+                if not member.isfile():
+                    raise MalformedMessage("batch entry is not a regular file")
+                if len(out) >= max_blocks:
+                    break
+                f = tar.extractfile(member)
+                assert f is not None  # a regular file always has content
+                out.append((member.name, f.read()))
+    except (tarfile.TarError, EOFError, ValueError):
+        raise MalformedMessage("batch payload is not a tar archive") from None
+    return out
 
 
 def _gunzip(payload: bytes, max_bytes: int) -> bytes:
@@ -660,19 +734,15 @@ def unpack_blocks(
     if batch.num_blocks > max_blocks:
         raise MalformedMessage(f"batch of {batch.num_blocks} blocks exceeds {max_blocks}")
     data = _gunzip(batch.payload, max_bytes)
-    out: list[tuple[Multihash, bytes]] = []
     try:
-        with tarfile.open(fileobj=io.BytesIO(data), mode="r:") as tar:
-            for member in tar:
-                if not member.isfile():
-                    raise MalformedMessage("batch entry is not a regular file")
-                if len(out) >= max_blocks:
-                    raise MalformedMessage(f"batch holds more than {max_blocks} blocks")
-                f = tar.extractfile(member)
-                assert f is not None  # a regular file always has content
-                out.append((_hash(member.name, "batch entry name"), f.read()))
-    except (tarfile.TarError, EOFError):
-        raise MalformedMessage("batch payload is not a tar archive") from None
+        entries = _plain_entries(data, max_blocks)
+    except ValueError:  # an octal field that is not octal
+        raise MalformedMessage("batch tar header is malformed") from None
+    if entries is None:
+        entries = _tarfile_entries(data, max_blocks + 1)
+    if len(entries) > max_blocks:
+        raise MalformedMessage(f"batch holds more than {max_blocks} blocks")
+    out = [(_hash(name, "batch entry name"), raw) for name, raw in entries]
     if len(out) != batch.num_blocks:
         raise MalformedMessage(f"batch says {batch.num_blocks} blocks, holds {len(out)}")
     return out
