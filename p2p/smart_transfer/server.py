@@ -97,6 +97,7 @@ from storage.staging import open_staging, staging_lock
 
 __all__ = [
     "CLIENT_IDLE_TIMEOUT_S",
+    "MAX_PULL_MESSAGE_BYTES",
     "SMART_PUSH_SUFFIX",
     "SMART_ROUTES",
     "UPLOAD_PROGRESS_PING_S",
@@ -106,6 +107,9 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
+#: Longest message a pull client may send (its requests are small, and pull is open to
+#: anyone: a push, behind the token, may send `MAX_MESSAGE_BYTES`).
+MAX_PULL_MESSAGE_BYTES: Final = 64 << 20
 #: Seconds the server waits for the client's next message before it gives up.
 CLIENT_IDLE_TIMEOUT_S: Final = 300.0
 #: Seconds between the server's upload-progress pings while the client uploads.
@@ -138,8 +142,8 @@ def _check_version(request: web.Request) -> None:
         raise HttpError(400, f"{SMTP_VERSION_HEADER}: {SMTP_VERSION} required")
 
 
-async def _open_socket(request: web.Request) -> web.WebSocketResponse:
-    ws = web.WebSocketResponse(max_msg_size=MAX_MESSAGE_BYTES, autoping=True)
+async def _open_socket(request: web.Request, max_msg_size: int) -> web.WebSocketResponse:
+    ws = web.WebSocketResponse(max_msg_size=max_msg_size, autoping=True)
     if not ws.can_prepare(request).ok:
         raise HttpError(400, "a WebSocket upgrade is required")
     await ws.prepare(request)
@@ -326,7 +330,7 @@ async def smart_pull(request: web.Request) -> web.StreamResponse:
     """``GET pull`` (WebSocket): the pull sequence of the module docstring."""
     _check_version(request)
     ds = open_dataset(request)
-    ws = await _open_socket(request)
+    ws = await _open_socket(request, MAX_PULL_MESSAGE_BYTES)
     return await _run(ws, _pull_flow(request, ws, ds), "pull")
 
 
@@ -518,7 +522,7 @@ async def smart_push(request: web.Request) -> web.StreamResponse:
     expected: DatasetId | None = None
     with contextlib.suppress(FbsError):
         expected = DatasetId.from_multibase(request.match_info["dataset"])
-    ws = await _open_socket(request)
+    ws = await _open_socket(request, MAX_MESSAGE_BYTES)
     push = _Push(server, ds, alias, expected)
     return await _run(ws, _push_flow(request, ws, push), "push")
 

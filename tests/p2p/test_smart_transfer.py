@@ -394,3 +394,50 @@ def test_push_seed_to_existing_dataset_refused(pair: tuple[Workspace, Workspace,
     head = node.get("prices").head()
     run(main())
     assert node.get("prices").head() == head
+
+
+@pytest.mark.parametrize(
+    "first",
+    [
+        "not json",
+        '{"begin_after":"f16200","stop_at":null,"force_update_if_diverged":false}',
+        b"\x00binary",
+        "x" * (1 << 20),  # under the pull limit, but not JSON
+    ],
+)
+def test_malformed_pull_messages_close_the_socket(
+    pair: tuple[Workspace, Workspace, Path], first: str | bytes
+) -> None:
+    src, _dst, _tmp = pair
+
+    async def main() -> None:
+        async with serve_workspace(src, CONFIG) as url, aiohttp.ClientSession() as s:
+            ws = await s.ws_connect(f"{url}/prices/pull", headers={SMTP_VERSION_HEADER: "1"})
+            if isinstance(first, bytes):
+                await ws.send_bytes(first)
+            else:
+                await ws.send_str(first)
+            msg = await ws.receive(timeout=20)
+            assert msg.type == aiohttp.WSMsgType.CLOSE and msg.data == 1011
+            assert decode_result(loads(msg.extra or "")).variant == "Internal"  # type: ignore[union-attr]
+            # The node still serves.
+            r = await smart_pull(new_workspace(_tmp / "after"), f"odf+{url}/prices")
+            assert r.created
+
+    run(main())
+
+
+def test_oversized_pull_message_refused(
+    pair: tuple[Workspace, Workspace, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    src, _dst, _tmp = pair
+    monkeypatch.setattr("p2p.smart_transfer.server.MAX_PULL_MESSAGE_BYTES", 1000)
+
+    async def main() -> None:
+        async with serve_workspace(src, CONFIG) as url, aiohttp.ClientSession() as s:
+            ws = await s.ws_connect(f"{url}/prices/pull", headers={SMTP_VERSION_HEADER: "1"})
+            await ws.send_str("[" + "1," * 1000 + "1]")
+            msg = await ws.receive(timeout=20)
+            assert msg.type == aiohttp.WSMsgType.CLOSE and msg.data == 1009  # message too big
+
+    run(main())
