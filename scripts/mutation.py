@@ -1,0 +1,432 @@
+"""Mutation testing of one module with the tests that cover it (mutmut 3, issue 19).
+
+Run it through ``scripts/mutation``. The repository is never touched: the working tree's
+tracked and untracked (not ignored) files are copied to a private directory, mutmut runs
+there (it writes its mutants into ``<copy>/mutants/``), and only the report is printed.
+
+Two kinds of mutants are tested:
+
+* mutmut's mutants of the code inside functions (operators, literals, arguments, ...);
+* "constant mutants" made here, since mutmut does not mutate module-level code: every
+  integer literal of a module-level assignment (a limit, a size, a type tag) moved by +1
+  and -1, each run as ``pytest -x`` over the same tests.
+
+The score leaves out the survivors that only change the text of an error message: a string
+literal (or a string replaced by ``None``) inside a ``raise`` statement or a ``_fail(...)``
+call. They are listed apart, since a test that pins every message would be brittle.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import json
+import os
+import random
+import shutil
+import subprocess
+import sys
+import time
+from collections import Counter
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+PACKAGES = ("fbs", "storage", "engine", "node", "p2p")
+
+# The narrowest test selection that covers each module (no Spark tests): what a mutant of
+# the module is run against, unless --tests says otherwise.
+DEFAULT_TESTS: dict[str, list[str]] = {
+    "storage/chain.py": ["tests/storage/test_chain.py", "tests/storage/test_chain_rules.py"],
+    "fbs/codec/decoder.py": [
+        "tests/fbs/test_fuzz_decode.py",
+        "tests/fbs/test_codec_vectors.py",
+        "tests/fbs/test_codec_roundtrip.py",
+        "tests/fbs/test_decoder_rules.py",
+    ],
+    "fbs/logical_hash.py": [
+        "tests/fbs/test_logical_hash.py",
+        "tests/fbs/test_logical_hash_rules.py",
+    ],
+}
+
+# mutmut's exit-code verdicts, folded into the four this report counts.
+KILLED = ("killed", "timeout", "caught by type check", "segfault")
+SURVIVED = ("survived",)
+
+
+@dataclass
+class Verdicts:
+    """The verdict of every tested mutant, and which survivors only change a message."""
+
+    status: dict[str, str] = field(default_factory=dict)
+    message_only: set[str] = field(default_factory=set)
+    diffs: dict[str, str] = field(default_factory=dict)
+
+    def survivors(self) -> list[str]:
+        """Mutants no test killed, sorted."""
+        return sorted(n for n, s in self.status.items() if s in SURVIVED)
+
+    def counted(self, *, drop_messages: bool) -> tuple[int, int]:
+        """(killed, killed + survived), optionally without the message-only mutants."""
+        killed = total = 0
+        for name, status in self.status.items():
+            if drop_messages and name in self.message_only:
+                continue
+            if status in KILLED:
+                killed += 1
+                total += 1
+            elif status in SURVIVED:
+                total += 1
+        return killed, total
+
+
+def parse_args(argv: Sequence[str]) -> argparse.Namespace:
+    """The command line: a module, its tests, sampling and where to work."""
+    p = argparse.ArgumentParser(prog="scripts/mutation", description=__doc__.split("\n")[0])
+    p.add_argument("module", help="the file to mutate, e.g. storage/chain.py")
+    p.add_argument("--tests", nargs="+", help="test files or node ids (default: per module)")
+    p.add_argument("--sample", type=int, default=0, help="test a seeded sample of N mutants")
+    p.add_argument("--seed", type=int, default=19, help="the sample's seed (default 19)")
+    p.add_argument("--workdir", type=Path, help="private copy (default /tmp/odf-mutation/<m>)")
+    p.add_argument("--no-constants", action="store_true", help="skip the constant mutants")
+    p.add_argument("--json", type=Path, help="also write the verdicts as JSON to this file")
+    p.add_argument("--generate-only", action="store_true", help=argparse.SUPPRESS)
+    return p.parse_args(argv)
+
+
+def tracked_files() -> list[str]:
+    """The working tree's tracked and untracked, not ignored, files (no .venv, no caches)."""
+    out = subprocess.run(
+        ["git", "ls-files", "-co", "--exclude-standard", "-z"],
+        cwd=REPO,
+        check=True,
+        capture_output=True,
+    ).stdout.decode()
+    return [f for f in out.split("\0") if f and (REPO / f).is_file()]
+
+
+def make_copy(workdir: Path) -> None:
+    """Copy the working tree to ``workdir`` (fresh), so mutants never touch the repository."""
+    if workdir.exists():
+        shutil.rmtree(workdir)
+    for rel in tracked_files():
+        if rel.split("/")[0] in (*PACKAGES, "tests") or rel == "pyproject.toml":
+            dst = workdir / rel
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(REPO / rel, dst)
+
+
+def toml_list(items: Sequence[str]) -> str:
+    """A TOML array of strings."""
+    return "[" + ", ".join(json.dumps(i) for i in items) + "]"
+
+
+def write_config(workdir: Path, module: str, tests: Sequence[str]) -> None:
+    """Append mutmut's settings to the copy's pyproject.toml.
+
+    Every package is copied into mutants/ so that imports resolve there and not to the
+    editable install; hypothesis gets a fixed seed so a verdict does not depend on the run.
+    """
+    config = f"""
+[tool.mutmut]
+source_paths = {toml_list(PACKAGES)}
+only_mutate = {toml_list([module])}
+pytest_add_cli_args_test_selection = {toml_list(tests)}
+pytest_add_cli_args = ["-p", "no:cacheprovider", "--hypothesis-seed=0"]
+timeout_multiplier = 5.0
+timeout_constant = 2.0
+use_git_change_detection = false
+use_setproctitle = false
+"""
+    with (workdir / "pyproject.toml").open("a") as f:
+        f.write(config)
+
+
+def mutmut(workdir: Path, *args: str) -> None:
+    """Run the mutmut command line in the copy, with one worker (the machine is shared)."""
+    exe = Path(sys.executable).parent / "mutmut"
+    log = workdir / "mutmut.log"
+    print(f"mutmut {args[0]}: output in {log}", flush=True)
+    with log.open("a") as out:
+        subprocess.run([str(exe), *args], cwd=workdir, check=True, stdout=out, stderr=out)
+
+
+def generate(workdir: Path) -> list[str]:
+    """Generate the mutants (no tests run) and return their names, sorted."""
+    subprocess.run([sys.executable, __file__, "--generate-only", "unused"], cwd=workdir, check=True)
+    return sorted(load_results(workdir))
+
+
+def generate_here() -> None:
+    """Inside the copy: mutmut's own generation steps, without its test runs."""
+    # Imported here: mutmut reads its configuration (in the copy) at import time.
+    from mutmut.__main__ import create_mutants
+    from mutmut.utils.file_utils import copy_also_copy_files, copy_src_dir
+
+    Path("mutants").mkdir(exist_ok=True)
+    copy_src_dir()
+    copy_also_copy_files()
+    create_mutants(1)
+
+
+def meta_files(workdir: Path) -> Iterator[Path]:
+    """mutmut's per-file result files."""
+    yield from (workdir / "mutants").rglob("*.py.meta")
+
+
+def load_results(workdir: Path) -> dict[str, str]:
+    """Every generated mutant with its verdict (``not checked`` before a run)."""
+    from mutmut.stats import status_by_exit_code
+
+    results: dict[str, str] = {}
+    for meta in meta_files(workdir):
+        data = json.loads(meta.read_text())
+        for name, code in data["exit_code_by_key"].items():
+            results[name] = status_by_exit_code[code]
+    return results
+
+
+def run_mutmut(workdir: Path, names: Sequence[str]) -> dict[str, str]:
+    """Test the given mutants (all when empty) and return every verdict."""
+    mutmut(workdir, "run", "--max-children", "1", *names)
+    results = load_results(workdir)
+    return {n: results[n] for n in names} if names else results
+
+
+def function_sources(workdir: Path, name: str) -> tuple[str, str]:
+    """The original and the mutated source of a mutant's function, through mutmut."""
+    code = (
+        "import sys\n"
+        "import libcst as cst\n"
+        "from mutmut.mutation.diff_apply import find_mutant, read_functions_from_index,"
+        " read_mutants_module, read_original_function, read_mutant_function\n"
+        "name = sys.argv[1]\n"
+        "path = find_mutant(name).path\n"
+        "fs = read_functions_from_index(name, path)\n"
+        "if fs is None:\n"
+        "    module = read_mutants_module(path)\n"
+        "    fs = (read_original_function(module, name), read_mutant_function(module, name))\n"
+        "print('\\0'.join(cst.Module([f]).code for f in fs))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code, name], cwd=workdir, check=True, capture_output=True
+    ).stdout.decode()
+    orig, mutant = out.rstrip("\n").split("\0")
+    return orig, mutant
+
+
+def differing_nodes(
+    a: object, b: object, parents: tuple[ast.AST, ...]
+) -> Iterator[tuple[object, object, tuple[ast.AST, ...]]]:
+    """The smallest pairs of nodes that differ between two ASTs, with their ancestors."""
+    if type(a) is not type(b):
+        yield a, b, parents
+    elif isinstance(a, ast.AST) and isinstance(b, ast.AST):
+        for name in a._fields:
+            yield from differing_nodes(getattr(a, name), getattr(b, name), (*parents, a))
+    elif isinstance(a, list) and isinstance(b, list):
+        if len(a) != len(b):
+            yield a, b, parents
+        else:
+            for x, y in zip(a, b, strict=True):
+                yield from differing_nodes(x, y, parents)
+    elif a != b:
+        yield a, b, parents
+
+
+def is_text(node: object) -> bool:
+    """A string literal, an f-string, a part of one, or ``None`` (a message dropped)."""
+    if isinstance(node, ast.JoinedStr | ast.FormattedValue):
+        return True
+    if isinstance(node, ast.Constant):
+        return node.value is None or isinstance(node.value, str)
+    return isinstance(node, str)
+
+
+def in_error_report(parents: tuple[ast.AST, ...]) -> bool:
+    """Whether a node sits in a ``raise`` statement or in an argument of ``_fail(...)``."""
+    for node in parents:
+        if isinstance(node, ast.Raise):
+            return True
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id == "_fail"
+        ):
+            return True
+    return False
+
+
+def is_message_only(orig: str, mutant: str) -> bool:
+    """Whether a mutant only changes the text of an error message."""
+    pairs = list(differing_nodes(ast.parse(orig), ast.parse(mutant), ()))
+    return bool(pairs) and all(
+        is_text_change(a, b, parents) and in_error_report(parents) for a, b, parents in pairs
+    )
+
+
+def is_text_change(a: object, b: object, parents: tuple[ast.AST, ...]) -> bool:
+    """Whether one differing pair of nodes is a message text changed or dropped."""
+    if isinstance(a, ast.AST) or isinstance(b, ast.AST):
+        return is_text(a) and is_text(b)
+    # Plain values differ inside a node (a Constant's value): that node must be text.
+    return bool(parents) and is_text(parents[-1]) and is_text(a) and (b is None or is_text(b))
+
+
+def classify(workdir: Path, verdicts: Verdicts) -> None:
+    """Fill in the diffs of the survivors and which of them only change a message."""
+    for name in verdicts.survivors():
+        if name.startswith("const:"):
+            continue
+        orig, mutant = function_sources(workdir, name)
+        verdicts.diffs[name] = one_line_diff(orig, mutant)
+        if is_message_only(orig, mutant):
+            verdicts.message_only.add(name)
+
+
+def one_line_diff(orig: str, mutant: str) -> str:
+    """The changed lines of a mutant, as ``old → new``."""
+    a, b = orig.splitlines(), mutant.splitlines()
+    old = [x.strip() for x in a if x not in b]
+    new = [x.strip() for x in b if x not in a]
+    return f"{' '.join(old)} → {' '.join(new)}"
+
+
+@dataclass(frozen=True)
+class ConstantMutant:
+    """One module-level integer literal moved by ``delta``."""
+
+    line: int
+    col: int
+    end_col: int
+    value: int
+    delta: int
+
+    @property
+    def name(self) -> str:
+        return f"const:{self.line}:{self.col}:{self.value}->{self.value + self.delta}"
+
+
+def constant_mutants(source: str) -> list[ConstantMutant]:
+    """Every integer literal of a module-level assignment, moved by +1 and by -1."""
+    found: list[ConstantMutant] = []
+    for stmt in ast.parse(source).body:
+        if not isinstance(stmt, ast.Assign | ast.AnnAssign) or stmt.value is None:
+            continue
+        for node in ast.walk(stmt.value):
+            if isinstance(node, ast.Constant) and type(node.value) is int:
+                assert node.end_col_offset is not None and node.lineno == node.end_lineno
+                for delta in (1, -1):
+                    found.append(
+                        ConstantMutant(
+                            node.lineno, node.col_offset, node.end_col_offset, node.value, delta
+                        )
+                    )
+    return found
+
+
+def apply_constant(source: str, m: ConstantMutant) -> str:
+    """The source with one constant mutant applied."""
+    lines = source.splitlines(keepends=True)
+    line = lines[m.line - 1]
+    lines[m.line - 1] = line[: m.col] + str(m.value + m.delta) + line[m.end_col :]
+    return "".join(lines)
+
+
+def run_constants(workdir: Path, module: str, tests: Sequence[str]) -> dict[str, str]:
+    """Test every constant mutant with ``pytest -x`` in a second private copy."""
+    target = workdir / "constants"
+    make_copy(target)
+    if not pytest_passes(target, tests):
+        raise SystemExit(f"the tests fail on the unmutated copy in {target}")
+    path = target / module
+    source = path.read_text()
+    verdicts: dict[str, str] = {}
+    for m in constant_mutants(source):
+        path.write_text(apply_constant(source, m))
+        verdicts[m.name] = "survived" if pytest_passes(target, tests) else "killed"
+        print(f"    {m.name}: {verdicts[m.name]}", flush=True)
+    path.write_text(source)
+    return verdicts
+
+
+def pytest_passes(workdir: Path, tests: Sequence[str]) -> bool:
+    """Whether the tests pass in ``workdir``, importing its packages, not the install."""
+    env = dict(os.environ, PYTHONPATH=str(workdir))
+    args = ["-x", "-q", "-p", "no:cacheprovider", "--hypothesis-seed=0", *tests]
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", *args], cwd=workdir, env=env, capture_output=True
+    )
+    return proc.returncode == 0
+
+
+def percent(killed: int, total: int) -> str:
+    """A score as ``killed / total = p %``."""
+    return f"{killed} / {total} = {100 * killed / total:.1f} %" if total else "no mutants"
+
+
+def report(module: str, verdicts: Verdicts, generated: int, seconds: float) -> None:
+    """Print the score, the survivors and the message-only survivors apart."""
+    counts = Counter(verdicts.status.values())
+    print(f"\n== mutation report: {module}")
+    print(f"mutmut mutants generated: {generated}; tested: {len(verdicts.status)}")
+    print("verdicts: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
+    print(f"score: {percent(*verdicts.counted(drop_messages=False))}")
+    print(f"score without message-only mutants: {percent(*verdicts.counted(drop_messages=True))}")
+    survivors = verdicts.survivors()
+    real = [n for n in survivors if n not in verdicts.message_only]
+    print(f"\nsurvivors ({len(real)}):")
+    for name in real:
+        print(f"  {name}: {verdicts.diffs.get(name, '')}")
+    print(f"\nmessage-only survivors ({len(verdicts.message_only)}):")
+    for name in sorted(verdicts.message_only):
+        print(f"  {name}: {verdicts.diffs[name]}")
+    print(f"\nwall time: {seconds / 60:.1f} min")
+
+
+def main(argv: Sequence[str]) -> int:
+    """Copy, generate, (sample,) run, classify and report."""
+    args = parse_args(argv)
+    if args.generate_only:
+        generate_here()
+        return 0
+    module = args.module
+    tests = args.tests or DEFAULT_TESTS.get(module)
+    if not tests:
+        print(f"no default tests for {module}: pass --tests", file=sys.stderr)
+        return 2
+    slug = module.replace("/", ".").removesuffix(".py")
+    workdir = (args.workdir or Path("/tmp/odf-mutation") / slug).resolve()
+    if REPO in (workdir, *workdir.parents):
+        print("the work directory must lie outside the repository", file=sys.stderr)
+        return 2
+    start = time.monotonic()
+    make_copy(workdir)
+    write_config(workdir, module, tests)
+    names = generate(workdir)
+    chosen = sorted(random.Random(args.seed).sample(names, args.sample)) if args.sample else []
+    if args.sample and args.sample >= len(names):
+        chosen = []
+    verdicts = Verdicts(status=run_mutmut(workdir, chosen))
+    classify(workdir, verdicts)
+    if not args.no_constants:
+        verdicts.status.update(run_constants(workdir, module, tests))
+    report(module, verdicts, len(names), time.monotonic() - start)
+    if args.json:
+        args.json.write_text(json.dumps(asdict_verdicts(verdicts), indent=1))
+    return 0
+
+
+def asdict_verdicts(verdicts: Verdicts) -> dict[str, object]:
+    """The verdicts as plain JSON data."""
+    return {
+        "status": verdicts.status,
+        "message_only": sorted(verdicts.message_only),
+        "diffs": verdicts.diffs,
+    }
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
