@@ -38,6 +38,7 @@ __all__ = [
     "AdmissionStats",
     "Busy",
     "Ticket",
+    "TokenBucket",
 ]
 
 Op = Literal["head", "blocks", "object"]
@@ -131,13 +132,28 @@ class AdmissionStats:
 
 
 @dataclass(slots=True)
-class _Bucket:
+class TokenBucket:
+    """A token bucket's state: ``tokens`` left as of monotonic time ``at``.
+
+    The rate and size live with the caller (they are limits, not state), so one
+    dataclass serves every bucket here and in `p2p.pubsub_guard`.
+    """
+
     tokens: float
     at: float
 
     def refill(self, now: float, rate: float, cap: float) -> None:
+        """Add what ``rate`` earned since `at`, up to ``cap``."""
         self.tokens = min(cap, self.tokens + (now - self.at) * rate)
         self.at = now
+
+    def take(self, now: float, rate: float, cap: float, n: float = 1.0) -> bool:
+        """Refill, then take ``n`` tokens if there are that many."""
+        self.refill(now, rate, cap)
+        if self.tokens < n:
+            return False
+        self.tokens -= n
+        return True
 
 
 @dataclass(slots=True)
@@ -145,8 +161,8 @@ class _Peer:
     streams: int = 0
     requests: int = 0
     object_reads: int = 0
-    objects: _Bucket | None = None
-    upload: _Bucket | None = None
+    objects: TokenBucket | None = None
+    upload: TokenBucket | None = None
 
 
 class Admission:
@@ -223,12 +239,10 @@ class Admission:
         if self._object_reads >= lim.max_object_reads:
             return "object downloads at capacity"
         now = self._clock()
-        bucket = p.objects or _Bucket(float(lim.objects_burst), now)
-        bucket.refill(now, lim.objects_per_s, float(lim.objects_burst))
+        bucket = p.objects or TokenBucket(float(lim.objects_burst), now)
         p.objects = bucket
-        if bucket.tokens < 1.0:
+        if not bucket.take(now, lim.objects_per_s, float(lim.objects_burst)):
             return "object request rate over the per-peer budget"
-        bucket.tokens -= 1.0
         return None
 
     def _retry_hint(self, p: _Peer, reason: str) -> float:
@@ -257,7 +271,7 @@ class Admission:
         wait that pays for it, so a peer gets exactly its rate over time.
         """
         lim, p, now = self.limits, self._peer(peer), self._clock()
-        bucket = p.upload or _Bucket(float(lim.upload_burst_bytes), now)
+        bucket = p.upload or TokenBucket(float(lim.upload_burst_bytes), now)
         bucket.refill(now, lim.upload_bytes_per_s, float(lim.upload_burst_bytes))
         p.upload = bucket
         bucket.tokens -= nbytes

@@ -68,6 +68,7 @@ from libp2p.pubsub.pb import rpc_pb2
 from libp2p.pubsub.pubsub import Pubsub
 from libp2p.pubsub.validators import signature_validator
 
+from p2p.admission import TokenBucket
 from p2p.peers import (
     DEFAULT_GOSSIP_BURST_PER_PEER,
     DEFAULT_GOSSIP_RATE_PER_PEER,
@@ -174,18 +175,17 @@ class GossipRateLimiter:
         if rate <= 0 or burst < 1:
             raise ValueError("gossip rate must be > 0 and burst >= 1")
         self.rate, self.burst, self._clock = rate, float(burst), clock
-        self._buckets: dict[str, tuple[float, float]] = {}  # peer -> (tokens, at)
+        self._buckets: dict[str, TokenBucket] = {}
 
     def allow(self, peer: str) -> bool:
         """Take one token for ``peer``; ``False`` when its bucket is empty."""
         now = self._clock()
-        tokens, at = self._buckets.get(peer, (self.burst, now))
-        tokens = min(self.burst, tokens + (now - at) * self.rate)
-        ok = tokens >= 1.0
-        if peer not in self._buckets and len(self._buckets) >= MAX_RATE_BUCKETS:
-            self._forget_fullest()
-        self._buckets[peer] = (tokens - 1.0 if ok else tokens, now)
-        return ok
+        bucket = self._buckets.get(peer)
+        if bucket is None:
+            if len(self._buckets) >= MAX_RATE_BUCKETS:
+                self._forget_fullest()
+            bucket = self._buckets[peer] = TokenBucket(self.burst, now)
+        return bucket.take(now, self.rate, self.burst)
 
     def forget(self, peer: str) -> None:
         """Drop ``peer``'s bucket (it disconnected)."""
@@ -193,7 +193,7 @@ class GossipRateLimiter:
 
     def _forget_fullest(self) -> None:
         # A full bucket carries no information: forgetting it changes nothing.
-        peer = max(self._buckets, key=lambda p: self._buckets[p][0])
+        peer = max(self._buckets, key=lambda p: self._buckets[p].tokens)
         del self._buckets[peer]
 
 

@@ -110,7 +110,7 @@ async def _announce_during(
 async def test_forged_head_flood_bans_the_flooder_and_the_own_head_gets_out(line: Line) -> None:
     key, own = KeyPair.generate(), genuine(KeyPair.generate(), 1)
     flooding = asyncio.create_task(
-        flood(line.hostile, line.node.peer_id, TOPIC, lambda n: forged(key, n + 1), seconds=2.0)
+        flood(line.hostile, line.node.peer_id, TOPIC, lambda n: forged(key, n + 1), seconds=8.0)
     )
     await _announce_during(line, flooding, own)
     m = line.hostile.peer_id
@@ -132,7 +132,7 @@ async def test_replayed_valid_records_are_rate_limited_then_banned(line: Line) -
     replay = genuine(key, 7).to_json()  # valid, so only the rate gate can stop it
     own = genuine(KeyPair.generate(), 1)
     flooding = asyncio.create_task(
-        flood(line.hostile, line.node.peer_id, TOPIC, lambda _n: replay, seconds=2.0)
+        flood(line.hostile, line.node.peer_id, TOPIC, lambda _n: replay, seconds=8.0)
     )
     await _announce_during(line, flooding, own)
     m = line.hostile.peer_id
