@@ -265,8 +265,13 @@ class _InvalidInterval(Exception):
 def _interval(ds: Dataset, req: PullRequest) -> _Interval | None:
     """The blocks after ``begin_after`` up to ``stop_at`` (or the head); ``None``: no head.
 
+    With ``force_update_if_diverged`` a ``begin_after`` that is not in the chain gives the
+    whole chain (kamu's ``pull --force``: the client replaces its diverged copy; serving
+    it changes nothing here).
+
     Raises:
-        _InvalidInterval: ``begin_after`` is not in that chain, or ``stop_at`` is unknown.
+        _InvalidInterval: ``begin_after`` is not in that chain (without force), or
+            ``stop_at`` is unknown.
     """
     head = req.stop_at or ds.head()
     if head is None:
@@ -280,7 +285,7 @@ def _interval(ds: Dataset, req: PullRequest) -> _Interval | None:
             h = block.prev_block_hash
     except ObjectNotFound:
         raise _InvalidInterval(head, req.begin_after or head) from None
-    if h != req.begin_after:
+    if h != req.begin_after and not req.force_update_if_diverged:
         assert req.begin_after is not None
         raise _InvalidInterval(head, req.begin_after)
     found.reverse()

@@ -133,6 +133,21 @@ def scenarios(blocks: list[tuple[Multihash, bytes]]) -> dict[str, dict[str, Any]
                 {"close": 1000},
             ],
         },
+        "pull_force_diverged": {
+            "description": "begin_after not in the chain, with force: the whole chain",
+            "setup": 5,
+            "path": "fixture/pull",
+            "steps": [
+                {
+                    "client": f'{{"begin_after":"{_mb(b"elsewhere")}","stop_at":null,'
+                    '"force_update_if_diverged":true}'
+                },
+                {"server": None},
+                {"client": "{}"},
+                {"server": None},
+                {"close": 1000},
+            ],
+        },
         "push_new_dataset": {
             "description": "push creates 'fresh' from its Seed; one object uploaded; confirmed",
             "setup": 0,
