@@ -11,7 +11,7 @@ import argparse
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fbs.errors import MalformedBlock, ManifestError, OdfError
 from node.cli_util import (
@@ -25,6 +25,7 @@ from node.cli_util import (
     err,
     open_workspace,
     workspace_dir,
+    workspace_root,
 )
 from node.errors import (
     DependencyCycle,
@@ -36,6 +37,9 @@ from node.errors import (
     VerificationFailed,
 )
 from node.output import OUTPUT_FORMATS, render
+
+if TYPE_CHECKING:
+    from storage.catalog import DatasetEntry, DatasetSummary
 
 
 def exit_code_for(error: BaseException) -> int:
@@ -227,19 +231,23 @@ def cmd_add(args: argparse.Namespace) -> int:
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    ws = open_workspace(args)
+    from storage.catalog import cached_summary, entries
+
+    root = workspace_root(args)
     rows = []
-    for entry in ws.list():
-        state = ws.get(entry.id).state()
+    for entry in entries(root):
+        # The chain-state cache at the head answers without decoding a block; a dataset
+        # whose cache is behind is summarized from its chain (and its cache refreshed).
+        summary = cached_summary(root, entry) or _chain_summary(root, entry)
         rows.append(
             {
                 "alias": entry.alias,
                 "id": str(entry.id),
-                "kind": state.kind.name if state else "",
-                "head": str(state.head) if state else "",
-                "blocks": state.num_blocks if state else 0,
-                "records": state.num_records if state else 0,
-                "size": state.data_size if state else 0,
+                "kind": summary.kind if summary else "",
+                "head": str(summary.head) if summary else "",
+                "blocks": summary.blocks if summary else 0,
+                "records": summary.records if summary else 0,
+                "size": summary.size if summary else 0,
             }
         )
     if args.output_format == "table":
@@ -249,10 +257,27 @@ def cmd_list(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _chain_summary(root: Path, entry: DatasetEntry) -> DatasetSummary | None:
+    """`cmd_list`'s row of a dataset whose chain-state cache is not at its head."""
+    from storage.catalog import DatasetSummary, open_dataset
+
+    ds = open_dataset(root, entry)
+    state = ds.state()
+    if state is None:
+        return None
+    ds.flush_state_cache()  # the next `odf list` reads the cache alone
+    return DatasetSummary(
+        state.kind.name, state.head, state.num_blocks, state.num_records, state.data_size
+    )
+
+
 def cmd_log(args: argparse.Namespace) -> int:
-    ws = open_workspace(args)
-    ds = ws.get(args.dataset)
+    from storage.catalog import open_dataset, resolve
+
+    root = workspace_root(args)
+    ds = open_dataset(root, resolve(root, args.dataset))
     entries = []
+    # iter_blocks reads (and decodes) lazily: with -n N only the N newest blocks.
     for n, (h, _raw, block) in enumerate(ds.iter_blocks()):
         if args.limit is not None and n >= args.limit:
             break
@@ -671,12 +696,14 @@ def _exit_code(value: object) -> int:
 
 def _exit_now(code: int) -> None:
     import atexit
-    import logging
     import os
 
+    # Only a process that imported logging has handlers to flush (importing it costs).
+    logging = sys.modules.get("logging")
     try:
         atexit._run_exitfuncs()
-        logging.shutdown()
+        if logging is not None:
+            logging.shutdown()
         sys.stdout.flush()
         sys.stderr.flush()
     except BaseException:  # a closed pipe must not turn success into an abort

@@ -43,6 +43,19 @@ def workspace_dir(args: argparse.Namespace) -> Path | None:
     return Path(value) if value else None
 
 
+def workspace_root(args: argparse.Namespace) -> Path:
+    """The ``.odf`` directory `open_workspace` would open, found without importing the
+    dataset layer (`storage.catalog`: for commands that only list or resolve).
+
+    Raises:
+        WorkspaceNotFound: when there is none.
+    """
+    from storage.catalog import find_root
+
+    start = workspace_dir(args)
+    return find_root(start if start is not None else Path.cwd())
+
+
 def open_workspace(args: argparse.Namespace) -> Workspace:
     """Open the workspace named by the arguments, else the nearest one upwards from cwd.
 

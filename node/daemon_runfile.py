@@ -12,13 +12,16 @@ import contextlib
 import json
 import os
 from dataclasses import dataclass
-from typing import Final
+from pathlib import Path
+from typing import TYPE_CHECKING, Final
 
 from node.errors import NodeError
 from storage.errors import StorageError
 from storage.fsutil import atomic_write_bytes, ensure_dir, read_bytes_limited
 from storage.lockfile import FileLock
-from storage.workspace import Workspace
+
+if TYPE_CHECKING:  # annotations only: `odf node status` must not import the dataset layer
+    from storage.workspace import Workspace
 
 __all__ = [
     "LOCK_FILE",
@@ -31,6 +34,7 @@ __all__ = [
     "RunInfo",
     "RunLock",
     "read_run_info",
+    "run_info_at",
 ]
 
 #: Run directory files, relative to the workspace root.
@@ -93,7 +97,12 @@ def _pid_alive(pid: int) -> bool:
 
 def read_run_info(ws: Workspace) -> RunInfo | None:
     """The running node of ``ws`` (``None``: no node, or a stale file of a dead process)."""
-    path = ws.root / RUN_FILE
+    return run_info_at(ws.root)
+
+
+def run_info_at(root: Path) -> RunInfo | None:
+    """`read_run_info` of the workspace whose ``.odf`` directory is ``root``."""
+    path = root / RUN_FILE
     try:
         data = read_bytes_limited(path, MAX_RUN_FILE_BYTES)
     except (FileNotFoundError, StorageError):

@@ -57,7 +57,11 @@ def _render_table(rows: Any, columns: Sequence[str] | None, title: str | None, o
         table.add_column(c, overflow="fold")
     for row in rows:
         table.add_row(*(_cell(row.get(c)) for c in columns))
-    Console(file=out, soft_wrap=False, width=max(120, Console().width)).print(table)
+    # Cells are data, shown verbatim: no console markup ("[bold]") or emoji codes
+    # (":x:"), which also spares every table the import of rich's emoji table.
+    console = Console(file=out, soft_wrap=False, markup=False, emoji=False)
+    console.width = max(120, console.width)
+    console.print(table)
 
 
 def _cell(value: Any) -> str:

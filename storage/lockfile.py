@@ -14,7 +14,6 @@ event loop. flock needs a local filesystem (not NFS).
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import fcntl
 import os
@@ -105,6 +104,10 @@ class FileLock:
 
     async def acquire_async(self, timeout: float | None = None) -> bool:
         """`acquire` for asyncio code: waits with ``asyncio.sleep``, never blocking the loop."""
+        # Imported here: every storage reader imports this module and asyncio costs about
+        # as much as the interpreter's own start (`odf list` must not pay for it).
+        import asyncio
+
         deadline = None if timeout is None else time.monotonic() + timeout
         delay = POLL_MIN_S
         while not self.try_acquire():

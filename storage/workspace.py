@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from fbs.did import DatasetAlias, DatasetId
-from fbs.errors import FbsError, InvalidName, ManifestFieldError
+from fbs.errors import FbsError, ManifestFieldError
 from fbs.keys import KeyPair
 from fbs.model import (
     AddPushSource,
@@ -53,15 +53,34 @@ from fbs.model import (
 from fbs.multiformats import Multihash
 from fbs.rules import normalize_transform, referenced_objects
 from fbs.timestamp import Timestamp
+from storage.catalog import (
+    CACHE_DIR,
+    DATASETS_DIR,
+    INDEX_FILE,
+    STATE_CACHE_DIR,
+    VERSION_FILE,
+    WORKSPACE_DIR,
+    WORKSPACE_VERSION,
+    DatasetEntry,
+    check_root,
+    entries,
+    find_root,
+    open_dataset,
+    read_index,
+    rebuild_index,
+    resolve,
+    scan,
+    state_cache_path,
+)
+from storage.catalog import alias_key as _alias_key
+from storage.catalog import parse_alias as _parse_alias
 from storage.dataset import Dataset
 from storage.errors import (
-    CorruptChain,
     DatasetExists,
     DatasetNotFound,
     InvalidAlias,
     StorageError,
     WorkspaceError,
-    WorkspaceNotFound,
 )
 from storage.faults import DEFAULT_OPS, FsOps
 from storage.fsutil import (
@@ -71,7 +90,6 @@ from storage.fsutil import (
     cleanup_pending,
     ensure_dir,
     pending_name,
-    read_bytes_limited,
 )
 from storage.gc import (
     DEFAULT_GC_GRACE_S,
@@ -92,32 +110,12 @@ __all__ = [
     "WorkspaceGcReport",
 ]
 
-WORKSPACE_DIR: Final = ".odf"
-WORKSPACE_VERSION: Final = "1"
-VERSION_FILE: Final = "version"
-INDEX_FILE: Final = "aliases.json"
-DATASETS_DIR: Final = "datasets"
 KEYS_DIR: Final = "keys"
-CACHE_DIR: Final = "cache"
-STATE_CACHE_DIR: Final = "chain-state"
 STAGING_DIR: Final = "staging"
 TRASH_DIR: Final = "trash"
 LOCK_FILE: Final = ".lock"
-#: Largest alias index file read (a larger one is ignored and rebuilt).
-MAX_INDEX_FILE_SIZE: Final = 64 * 2**20
-#: Most directory levels `Workspace.open` climbs looking for ``.odf/``.
-MAX_SEARCH_DEPTH: Final = 256
 #: How long alias changes wait for the workspace lock.
 DEFAULT_LOCK_TIMEOUT_S: Final = 30.0
-
-
-@dataclass(frozen=True, slots=True)
-class DatasetEntry:
-    """A dataset of the workspace: alias, DID and directory."""
-
-    alias: str
-    id: DatasetId
-    path: Path
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,23 +158,11 @@ class _AddPlan:
     events: tuple[MetadataEvent, ...]
 
 
-def _parse_alias(alias: object) -> DatasetAlias:
-    try:
-        return DatasetAlias.parse(alias)  # type: ignore[arg-type]  # checked inside
-    except InvalidName as e:
-        raise InvalidAlias(str(e)) from None
-
-
 def _input_alias(ref: str) -> str:
     """kamu's default alias of a transform input: its reference's canonical text."""
     from fbs.manifest.refs import canonical_ref_text, parse_local_ref
 
     return canonical_ref_text(parse_local_ref(ref))
-
-
-def _alias_key(alias: DatasetAlias) -> str:
-    account = "" if alias.account_name is None else alias.account_name.key + "/"
-    return account + alias.dataset_name.key
 
 
 class Workspace:
@@ -219,11 +205,7 @@ class Workspace:
 
     @classmethod
     def _checked(cls, root: Path, ops: FsOps) -> Workspace:
-        if root.is_symlink() or not root.is_dir() or not (root / VERSION_FILE).is_file():
-            raise WorkspaceError(f"{root} is not an odf-node workspace")
-        version = (root / VERSION_FILE).read_bytes()[:16].decode("ascii", "replace").strip()
-        if version != WORKSPACE_VERSION:
-            raise WorkspaceError(f"unsupported workspace version {version!r} in {root}")
+        check_root(root)
         return cls(root, ops=ops)
 
     @classmethod
@@ -234,15 +216,7 @@ class Workspace:
             WorkspaceNotFound: no workspace up to the filesystem root.
             WorkspaceError: a ``.odf`` that is not a workspace of a supported version.
         """
-        here = Path.cwd() if path is None else Path(path)
-        here = here.resolve()
-        for depth, directory in enumerate((here, *here.parents)):
-            if depth > MAX_SEARCH_DEPTH:
-                break
-            candidate = directory / WORKSPACE_DIR
-            if candidate.is_dir() and not candidate.is_symlink():
-                return cls._checked(candidate, ops)
-        raise WorkspaceNotFound(f"no {WORKSPACE_DIR}/ workspace in {here} or its parents")
+        return cls(find_root(path), ops=ops)  # storage.catalog: shared with `odf list`
 
     # -- paths ------------------------------------------------------------------------------
 
@@ -255,7 +229,7 @@ class Workspace:
         return DatasetLayout(path, ops=self.ops)
 
     def _state_cache(self, did: DatasetId) -> Path:
-        return self.root / CACHE_DIR / STATE_CACHE_DIR / f"{did.as_multibase()}.json"
+        return state_cache_path(self.root, did)
 
     def _dataset_dir(self, did: DatasetId) -> Path:
         return self.datasets_dir / did.as_multibase()
@@ -271,16 +245,7 @@ class Workspace:
         Raises:
             CorruptChain: ``refs/head`` is missing (with ``require_head``).
         """
-        ds = Dataset.open(self._layout(entry.path), state_cache=self._state_cache(entry.id))
-        if require_head:
-            try:
-                os.lstat(ds.layout.head_path)
-            except FileNotFoundError:
-                raise CorruptChain(
-                    f"dataset {entry.alias}: refs/head is missing (the workspace is damaged); "
-                    f"run `odf verify --integrity {entry.alias}`"
-                ) from None
-        return ds
+        return open_dataset(self.root, entry, require_head=require_head, ops=self.ops)
 
     def temp_dirs(self, entry: DatasetEntry | None = None) -> tuple[Path, ...]:
         """Directories where writers create ``.pending-*`` files: a dataset's own
@@ -321,51 +286,15 @@ class Workspace:
     # -- index ------------------------------------------------------------------------------
 
     def _scan(self) -> list[DatasetEntry]:
-        """Every dataset directory with a readable, valid alias."""
-        out: list[DatasetEntry] = []
-        try:
-            entries = list(os.scandir(self.datasets_dir))
-        except FileNotFoundError:
-            return out
-        for e in entries:
-            try:
-                did = DatasetId.from_multibase(e.name)
-            except FbsError:
-                continue
-            if did.as_multibase() != e.name or not e.is_dir(follow_symlinks=False):
-                continue
-            path = Path(e.path)
-            try:
-                text = self._layout(path).read_alias()
-                alias = str(_parse_alias(text)) if text is not None else did.as_multibase()
-            except InvalidAlias:
-                alias = did.as_multibase()  # still listed and resolvable by DID
-            out.append(DatasetEntry(alias, did, path))
-        return out
+        """Every dataset directory (see `storage.catalog.scan`)."""
+        return scan(self.root, ops=self.ops)
 
     def rebuild_index(self) -> dict[str, str]:
         """Rebuild ``aliases.json`` from every dataset's ``info/alias``; returns key → DID."""
-        index: dict[str, list[str]] = {}
-        for entry in self._scan():
-            with contextlib.suppress(InvalidAlias):
-                index[_alias_key(_parse_alias(entry.alias))] = [
-                    entry.alias,
-                    entry.id.as_multibase(),
-                ]
-        data = json.dumps({"version": 1, "aliases": index}, sort_keys=True).encode()
-        atomic_write_bytes(self.root / INDEX_FILE, data, ops=self.ops)
-        return {k: v[1] for k, v in index.items()}
+        return rebuild_index(self.root, ops=self.ops)
 
     def _read_index(self) -> dict[str, Any]:
-        try:
-            data = read_bytes_limited(self.root / INDEX_FILE, MAX_INDEX_FILE_SIZE)
-            parsed = json.loads(data) if data is not None else None
-        except (OSError, StorageError, ValueError):
-            parsed = None
-        if not isinstance(parsed, dict) or not isinstance(parsed.get("aliases"), dict):
-            return {}
-        aliases: dict[str, Any] = parsed["aliases"]
-        return aliases
+        return read_index(self.root)
 
     def _write_index(self, index: dict[str, Any]) -> None:
         data = json.dumps({"version": 1, "aliases": index}, sort_keys=True).encode()
@@ -381,34 +310,7 @@ class Workspace:
             InvalidDid: ``ref`` starts with ``did:`` but is not a valid DID.
             DatasetNotFound: no such dataset here.
         """
-        if isinstance(ref, DatasetId) or (isinstance(ref, str) and ref.startswith("did:")):
-            did = ref if isinstance(ref, DatasetId) else DatasetId.from_did(ref)
-            path = self._dataset_dir(did)
-            if not path.is_dir() or path.is_symlink():
-                raise DatasetNotFound(f"no dataset {did}")
-            try:
-                text = self._layout(path).read_alias()
-            except InvalidAlias:
-                text = None
-            return DatasetEntry(text or did.as_multibase(), did, path)
-        alias = _parse_alias(ref)
-        key = _alias_key(alias)
-        for attempt in range(2):
-            index = self._read_index() if attempt == 0 else self.rebuild_index()
-            item = index.get(key)
-            did_text = item[1] if isinstance(item, list) and len(item) == 2 else item
-            if not isinstance(did_text, str):
-                continue
-            try:
-                did = DatasetId.from_multibase(did_text)
-            except FbsError:
-                continue
-            path = self._dataset_dir(did)
-            with contextlib.suppress(InvalidAlias):
-                text = self._layout(path).read_alias() if path.is_dir() else None
-                if text is not None and _alias_key(_parse_alias(text)) == key:
-                    return DatasetEntry(text, did, path)
-        raise DatasetNotFound(f"no dataset {alias}")
+        return resolve(self.root, ref, ops=self.ops)
 
     def get(self, ref: str | DatasetId, *, require_head: bool = True) -> Dataset:
         """Open the dataset ``ref`` names (see `resolve`).
@@ -421,7 +323,7 @@ class Workspace:
 
     def list(self) -> list[DatasetEntry]:
         """All datasets, sorted by alias (case-insensitive)."""
-        return sorted(self._scan(), key=lambda e: (e.alias.lower(), e.id))
+        return entries(self.root, ops=self.ops)
 
     # -- creation ---------------------------------------------------------------------------
 

@@ -26,9 +26,18 @@ import json
 import sys
 from typing import TYPE_CHECKING, Any
 
-from node.cli_util import EXIT_NOT_FOUND, EXIT_OK, EXIT_USAGE, err, open_workspace
+from node.cli_util import (
+    EXIT_NOT_FOUND,
+    EXIT_OK,
+    EXIT_USAGE,
+    err,
+    open_workspace,
+    workspace_root,
+)
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from node.daemon_config import NodeConfig
     from node.daemon_runfile import RunInfo
     from storage.workspace import Workspace
@@ -87,14 +96,15 @@ def cmd_run(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _running(ws: Workspace) -> RunInfo | None:
-    from node.daemon_runfile import read_run_info
+def _running(root: Path) -> RunInfo | None:
+    """The node running for the workspace ``root`` (its ``.odf`` directory), if any."""
+    from node.daemon_runfile import run_info_at
 
-    return read_run_info(ws)
+    return run_info_at(root)
 
 
 def _api(
-    ws: Workspace,
+    root: Path,
     info: RunInfo,
     path: str,
     body: dict[str, Any] | None = None,
@@ -107,7 +117,7 @@ def _api(
     from node.http_auth import bearer_headers, read_token
 
     data = json.dumps(body).encode() if body is not None else None
-    headers = bearer_headers(read_token(ws.root))
+    headers = bearer_headers(read_token(root))
     if data:
         headers["Content-Type"] = "application/json"
     req = urllib.request.Request(info.http_url + path, data=data, method=method, headers=headers)
@@ -129,15 +139,16 @@ def _api(
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    ws = open_workspace(args)
-    info = _running(ws)
+    # Only the run file and the HTTP API: no dataset is opened, so no storage import.
+    root = workspace_root(args)
+    info = _running(root)
     if info is None:
         if args.json:
             print(json.dumps({"running": False}))
         else:
             print("No node is running for this workspace (start one with: odf node run)")
         return EXIT_NOT_FOUND
-    doc = _api(ws, info, "/api/status")
+    doc = _api(root, info, "/api/status")
     if args.json:
         print(json.dumps(doc, indent=2))
         return EXIT_OK
@@ -206,12 +217,12 @@ def _print_disputes(doc: dict[str, Any]) -> None:
 
 
 def cmd_peers(args: argparse.Namespace) -> int:
-    ws = open_workspace(args)
-    info = _running(ws)
+    root = workspace_root(args)
+    info = _running(root)
     if info is None:
         err("no node is running for this workspace")
         return EXIT_NOT_FOUND
-    rows = _api(ws, info, "/api/peers")
+    rows = _api(root, info, "/api/peers")
     if args.json:
         print(json.dumps(rows, indent=2))
         return EXIT_OK
@@ -234,9 +245,9 @@ def _warn_disputed(ws: Workspace, ref: str) -> None:
 def cmd_follow(args: argparse.Namespace) -> int:
     ws = open_workspace(args)
     _warn_disputed(ws, args.dataset)
-    info = _running(ws)
+    info = _running(ws.root)
     if info is not None and not args.foreground:
-        doc = _api(ws, info, "/api/follow", {"dataset": args.dataset}, method="POST")
+        doc = _api(ws.root, info, "/api/follow", {"dataset": args.dataset}, method="POST")
         print(f"Following {doc['followed']} on the running node ({info.http_url})")
         return EXIT_OK
     if info is not None:
@@ -259,12 +270,12 @@ def cmd_follow(args: argparse.Namespace) -> int:
 
 
 def cmd_unfollow(args: argparse.Namespace) -> int:
-    ws = open_workspace(args)
-    info = _running(ws)
+    root = workspace_root(args)
+    info = _running(root)
     if info is None:
         err("no node is running for this workspace")
         return EXIT_NOT_FOUND
-    doc = _api(ws, info, "/api/follow", {"dataset": args.dataset}, method="DELETE")
+    doc = _api(root, info, "/api/follow", {"dataset": args.dataset}, method="DELETE")
     print("Stopped following" if doc.get("removed") else "Was not followed", args.dataset)
     return EXIT_OK
 

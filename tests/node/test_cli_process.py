@@ -109,6 +109,52 @@ def test_metadata_commands_do_not_import_heavy_modules(
     assert heavy == []
 
 
+#: Beyond HEAVY, what listing, ``node status`` and help leave out (issue 15.1): the
+#: flatbuffer model and codec, the dataset layer, asyncio, signing keys, rich's emoji table.
+MODEL = (
+    "fbs.model",
+    "fbs.codec",
+    "storage.dataset",
+    "storage.workspace",
+    "asyncio",
+    "nacl",
+    "fbs.keys",
+    "rich._emoji_codes",
+)
+#: What ``odf log`` leaves out: it decodes blocks, so only the model may come in.
+NOT_FOR_LOG = ("storage.workspace", "asyncio", "nacl", "fbs.keys", "rich._emoji_codes")
+
+
+@pytest.mark.parametrize(
+    ("argv", "code", "unwanted"),
+    [
+        (["--help"], 0, MODEL),
+        (["list"], 0, MODEL),
+        (["list", "--output-format", "json"], 0, MODEL),
+        (["node", "status"], 3, MODEL),
+        (["log", ALIASES[0]], 0, NOT_FOR_LOG),
+        (["log", "-n", "1", ALIASES[0]], 0, NOT_FOR_LOG),
+    ],
+    ids=lambda v: " ".join(v) if isinstance(v, list) else None,
+)
+def test_metadata_commands_import_only_what_they_use(
+    workspace: dict[str, str], argv: list[str], code: int, unwanted: tuple[str, ...]
+) -> None:
+    """Issue 15.1. ``odf list`` answers from the chain-state caches (the first listing
+    after a commit refreshes them through the dataset layer, so list once first)."""
+    subprocess.run([odf_exe(), "list"], env=workspace, check=True, capture_output=True)
+    r = subprocess.run(
+        [sys.executable, "-c", RUNNER, json.dumps(unwanted), *argv],
+        env=workspace,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    marker = [line for line in r.stderr.splitlines() if line.startswith("HEAVY ")]
+    assert marker, r.stderr
+    assert (r.returncode, json.loads(marker[-1].removeprefix("HEAVY "))) == (code, [])
+
+
 def test_verify_integrity_imports_no_engine(workspace: dict[str, str]) -> None:
     code, heavy = imported_heavy(workspace, ["verify", "--integrity"])
     assert code == 0
