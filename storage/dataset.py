@@ -50,6 +50,7 @@ from storage.errors import (
     DatasetNotFound,
     InvalidAppend,
     InvalidCommit,
+    InvalidRef,
     MissingObject,
     ObjectNotFound,
     ObjectTooLarge,
@@ -210,9 +211,14 @@ class Dataset:
         """The current head, or ``None`` before the Seed is committed.
 
         Raises:
-            InvalidRef: if ``refs/head`` does not hold a canonical hash.
+            InvalidRef: if ``refs/head`` does not hold a canonical block hash.
         """
-        return self.layout.refs.get_or_none(HEAD)
+        head = self.layout.refs.get_or_none(HEAD)
+        if head is not None and head.code != SHA3_256:
+            # A valid multihash of another function (a flipped code byte) names no block:
+            # the ref is damaged, not the caller's input.
+            raise InvalidRef(f"refs/head of {self.layout.root} holds a non-block hash {head}")
+        return head
 
     def get_block(self, h: Multihash | str) -> tuple[bytes, MetadataBlock]:
         """The stored bytes of block ``h`` and the decoded block (hash checked first).

@@ -123,6 +123,15 @@ def _delete_head(d: Path) -> None:
     (d / "refs" / "head").unlink()
 
 
+def _foreign_hash_head(d: Path) -> None:
+    # One flipped bit turns the sha3-256 code (0x16) into sha2-256 (0x12): still a valid
+    # multihash, but it names no block.
+    head = _writable(d / "refs" / "head")
+    text = head.read_text()
+    assert text.startswith("f1620")
+    head.write_text("f1220" + text[5:])
+
+
 def _delete_block(d: Path) -> None:
     head = (d / "refs" / "head").read_text()
     _writable(d / "blocks" / head).unlink()
@@ -170,6 +179,7 @@ COMMANDS = ("tail", "export", "log", "verify")
 #: damage -> (how, expected exit codes of tail, export, log, verify)
 CASES: dict[str, tuple[Callable[[Path], None], tuple[set[int], ...]]] = {
     "deleted-head": (_delete_head, (DAMAGE, DAMAGE, DAMAGE, DAMAGE)),
+    "foreign-hash-head": (_foreign_hash_head, (DAMAGE, DAMAGE, DAMAGE, DAMAGE)),
     "deleted-head-block": (_delete_block, (DAMAGE, DAMAGE, DAMAGE, DAMAGE)),
     "deleted-seed-block": (_delete_seed, (DAMAGE, DAMAGE, DAMAGE, DAMAGE)),
     "deleted-data": (_delete_data, (DAMAGE, DAMAGE, NOT_READ, DAMAGE)),
