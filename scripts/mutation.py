@@ -12,8 +12,9 @@ Two kinds of mutants are tested:
   and -1, each run as ``pytest -x`` over the same tests.
 
 The score leaves out the survivors that only change the text of an error message: a string
-literal (or a string replaced by ``None``) inside a ``raise`` statement or a ``_fail(...)``
-call. They are listed apart, since a test that pins every message would be brittle.
+literal (or a string replaced by ``None``), or anything inside an f-string, within a ``raise``
+statement or a ``_fail(...)`` call. They are listed apart, since a test that pins every
+message would be brittle.
 """
 
 from __future__ import annotations
@@ -92,6 +93,9 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     p.add_argument("--workdir", type=Path, help="private copy (default /tmp/odf-mutation/<m>)")
     p.add_argument("--no-constants", action="store_true", help="skip the constant mutants")
     p.add_argument("--json", type=Path, help="also write the verdicts as JSON to this file")
+    p.add_argument(
+        "--report-only", action="store_true", help="report the verdicts already in --workdir"
+    )
     p.add_argument("--generate-only", action="store_true", help=argparse.SUPPRESS)
     return p.parse_args(argv)
 
@@ -155,7 +159,14 @@ def mutmut(workdir: Path, *args: str) -> None:
 
 def generate(workdir: Path) -> list[str]:
     """Generate the mutants (no tests run) and return their names, sorted."""
-    subprocess.run([sys.executable, __file__, "--generate-only", "unused"], cwd=workdir, check=True)
+    with (workdir / "mutmut.log").open("a") as log:
+        subprocess.run(
+            [sys.executable, __file__, "--generate-only", "unused"],
+            cwd=workdir,
+            check=True,
+            stdout=log,
+            stderr=log,
+        )
     return sorted(load_results(workdir))
 
 
@@ -195,26 +206,31 @@ def run_mutmut(workdir: Path, names: Sequence[str]) -> dict[str, str]:
     return {n: results[n] for n in names} if names else results
 
 
-def function_sources(workdir: Path, name: str) -> tuple[str, str]:
-    """The original and the mutated source of a mutant's function, through mutmut."""
+def function_sources(workdir: Path, names: Sequence[str]) -> dict[str, tuple[str, str]]:
+    """The original and the mutated source of each mutant's function, read through mutmut."""
     code = (
-        "import sys\n"
+        "import json, sys\n"
         "import libcst as cst\n"
         "from mutmut.mutation.diff_apply import find_mutant, read_functions_from_index,"
         " read_mutants_module, read_original_function, read_mutant_function\n"
-        "name = sys.argv[1]\n"
-        "path = find_mutant(name).path\n"
-        "fs = read_functions_from_index(name, path)\n"
-        "if fs is None:\n"
-        "    module = read_mutants_module(path)\n"
-        "    fs = (read_original_function(module, name), read_mutant_function(module, name))\n"
-        "print('\\0'.join(cst.Module([f]).code for f in fs))\n"
+        "out = {}\n"
+        "for name in json.load(sys.stdin):\n"
+        "    path = find_mutant(name).path\n"
+        "    fs = read_functions_from_index(name, path)\n"
+        "    if fs is None:\n"
+        "        module = read_mutants_module(path)\n"
+        "        fs = (read_original_function(module, name), read_mutant_function(module, name))\n"
+        "    out[name] = [cst.Module([f]).code for f in fs]\n"
+        "json.dump(out, sys.stdout)\n"
     )
-    out = subprocess.run(
-        [sys.executable, "-c", code, name], cwd=workdir, check=True, capture_output=True
-    ).stdout.decode()
-    orig, mutant = out.rstrip("\n").split("\0")
-    return orig, mutant
+    proc = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=workdir,
+        check=True,
+        capture_output=True,
+        input=json.dumps(list(names)).encode(),
+    )
+    return {k: (v[0], v[1]) for k, v in json.loads(proc.stdout).items()}
 
 
 def differing_nodes(
@@ -263,8 +279,14 @@ def is_message_only(orig: str, mutant: str) -> bool:
     """Whether a mutant only changes the text of an error message."""
     pairs = list(differing_nodes(ast.parse(orig), ast.parse(mutant), ()))
     return bool(pairs) and all(
-        is_text_change(a, b, parents) and in_error_report(parents) for a, b, parents in pairs
+        in_error_report(parents) and (is_text_change(a, b, parents) or in_fstring(parents))
+        for a, b, parents in pairs
     )
+
+
+def in_fstring(parents: tuple[ast.AST, ...]) -> bool:
+    """Whether a node is part of an f-string: what it changes is only that text."""
+    return any(isinstance(node, ast.JoinedStr) for node in parents)
 
 
 def is_text_change(a: object, b: object, parents: tuple[ast.AST, ...]) -> bool:
@@ -277,10 +299,8 @@ def is_text_change(a: object, b: object, parents: tuple[ast.AST, ...]) -> bool:
 
 def classify(workdir: Path, verdicts: Verdicts) -> None:
     """Fill in the diffs of the survivors and which of them only change a message."""
-    for name in verdicts.survivors():
-        if name.startswith("const:"):
-            continue
-        orig, mutant = function_sources(workdir, name)
+    names = [n for n in verdicts.survivors() if not n.startswith("const:")]
+    for name, (orig, mutant) in function_sources(workdir, names).items():
         verdicts.diffs[name] = one_line_diff(orig, mutant)
         if is_message_only(orig, mutant):
             verdicts.message_only.add(name)
@@ -403,20 +423,32 @@ def main(argv: Sequence[str]) -> int:
         print("the work directory must lie outside the repository", file=sys.stderr)
         return 2
     start = time.monotonic()
-    make_copy(workdir)
-    write_config(workdir, module, tests)
-    names = generate(workdir)
-    chosen = sorted(random.Random(args.seed).sample(names, args.sample)) if args.sample else []
-    if args.sample and args.sample >= len(names):
-        chosen = []
-    verdicts = Verdicts(status=run_mutmut(workdir, chosen))
+    if args.report_only:
+        names = sorted(load_results(workdir))
+        tested = {n: s for n, s in load_results(workdir).items() if s != "not checked"}
+        verdicts = Verdicts(status=tested)
+    else:
+        verdicts, names = run_all(args, workdir, module, tests)
     classify(workdir, verdicts)
-    if not args.no_constants:
+    if not args.no_constants and not args.report_only:
         verdicts.status.update(run_constants(workdir, module, tests))
     report(module, verdicts, len(names), time.monotonic() - start)
     if args.json:
         args.json.write_text(json.dumps(asdict_verdicts(verdicts), indent=1))
     return 0
+
+
+def run_all(
+    args: argparse.Namespace, workdir: Path, module: str, tests: Sequence[str]
+) -> tuple[Verdicts, list[str]]:
+    """Copy the tree, generate the mutants and test all of them or a seeded sample."""
+    make_copy(workdir)
+    write_config(workdir, module, tests)
+    names = generate(workdir)
+    chosen: list[str] = []
+    if 0 < args.sample < len(names):
+        chosen = sorted(random.Random(args.seed).sample(names, args.sample))
+    return Verdicts(status=run_mutmut(workdir, chosen)), names
 
 
 def asdict_verdicts(verdicts: Verdicts) -> dict[str, object]:

@@ -7,6 +7,9 @@ every violation is asserted in full here, not only the rule number.
 
 from __future__ import annotations
 
+import hashlib
+import json
+
 import pytest
 
 from fbs.model import (
@@ -14,7 +17,9 @@ from fbs.model import (
     AttachmentEmbedded,
     AttachmentsEmbedded,
     Checkpoint,
+    DataField,
     DataSchema,
+    DataTypeString,
     DisablePollingSource,
     DisablePushSource,
     ExecuteTransform,
@@ -23,12 +28,21 @@ from fbs.model import (
     ReadStepCsv,
     SetAttachments,
     SetDataSchema,
+    SetInfo,
+    SetLicense,
     SetTransform,
+    SetVocab,
     SourceState,
     SqlQueryStep,
     TransformInput,
 )
-from storage.chain import MAX_PUSH_SOURCES, ChainState, state_from_json, state_to_json
+from storage.chain import (
+    MAX_PUSH_SOURCES,
+    ChainState,
+    state_from_json,
+    state_to_json,
+    validate_append,
+)
 from storage.errors import ChainRuleViolation
 from tests.storage.test_chain import (
     BASE_SCHEMA,
@@ -42,6 +56,7 @@ from tests.storage.test_chain import (
     push_source,
     qi,
     root_with_schema,
+    schema,
     sql,
     transform,
     ts,
@@ -137,7 +152,7 @@ def test_rule9_input_prev_block_hash_continuity() -> None:
         new_watermark=ts(2),
     )
     error = rejects(c, wrong, 9, "ExecuteTransform")
-    assert "prev_block_hash" in str(error)
+    assert f"input {IN1}: prev_block_hash" in str(error)
     missing = ExecuteTransform(
         query_inputs=(qi(IN1, prev_offset=3, new_block_hash=phys("b2")), qi(IN2)),
         prev_offset=3,
@@ -386,3 +401,101 @@ def test_state_format_version_is_1(version: int) -> None:
     other = data.replace(b'"format": 1', f'"format": {version}'.encode())
     assert state_from_json(other) is None
     assert state_from_json(data) == c.state
+
+
+def test_rule9_new_data_without_new_input_blocks_is_valid() -> None:
+    """Output data alone is progress (e.g. windows closed by an unchanged watermark)."""
+    c = consumed_b1()
+    s = c.append(
+        ExecuteTransform(
+            query_inputs=(qi(IN1, prev_block_hash=phys("b1"), prev_offset=3), qi(IN2)),
+            prev_offset=3,
+            new_data=data_slice(4, 5),
+            new_watermark=ts(1),
+        )
+    )
+    assert (s.last_offset, s.num_data_blocks) == (5, 2)
+    assert s.inputs is not None and s.inputs[0].last_block_hash == phys("b1")
+
+
+def test_new_head_is_the_appended_block() -> None:
+    c = root_with_schema()
+    s = c.append(AddData(new_data=data_slice(0, 1)))
+    assert s.head == c.blocks[-1][0] != c.blocks[-2][0]
+    assert (s.sequence_number, s.num_blocks, s.system_time) == (2, 3, ts(2))
+
+
+def test_rule1_and_rule3_refuse_untyped_input() -> None:
+    with pytest.raises(ChainRuleViolation, match=r"^rule 1: seed: expected a MetadataBlock"):
+        validate_append(None, "not a block", phys("x"))  # type: ignore[arg-type]
+    c = Chain()
+    block = c.block(SetInfo(description="x"))
+    with pytest.raises(ChainRuleViolation, match=r"^rule 3: prev block hash: "):
+        validate_append(c.state, block, "f1620")  # type: ignore[arg-type]
+
+
+def test_rule11_read_step_may_set_one_schema_form() -> None:
+    ddl = push_source("ddl", read=ReadStepCsv(ddl_schema=("a INT",)))
+    typed = push_source("typed", read=ReadStepCsv(schema=DataSchema(fields=())))
+    c = Chain()
+    c.append(ddl)
+    s = c.append(typed)
+    assert [p.source_name for p in s.push_sources] == ["ddl", "typed"]
+    rejects(
+        Chain(),
+        polling(read=ReadStepCsv(ddl_schema=("a INT",), schema=DataSchema(fields=()))),
+        11,
+        "sources",
+    )
+
+
+def test_rule10_and_rule11_transform_normalization_topics() -> None:
+    step = SqlQueryStep(query="q", alias="out")
+    bad = SetTransform(
+        inputs=(TransformInput(dataset_ref=IN1.to_did_odf(), alias="a"),), transform=sql(step)
+    )
+    rejects(Chain(), bad, 10, "SetTransform")
+    rejects(Chain(), polling(preprocess=sql(step)), 11, "sources")
+    rejects(Chain(), polling(preprocess=sql()), 11, "sources")
+    two = sql(SqlQueryStep(query="a"), SqlQueryStep(query="b"))
+    rejects(Chain(), polling(preprocess=two), 11, "sources")
+
+
+def test_rule12_problem_is_named() -> None:
+    c = root_with_schema()
+    retyped = schema(
+        DataField(name="offset", type=DataTypeString()),
+        DataField(name="city", type=DataTypeString()),
+    )
+    error = rejects(c, retyped, 12, "schema")
+    assert "offset" in str(error)
+
+
+def test_state_json_round_trips_every_tracked_event() -> None:
+    c = Chain()
+    c.append(SetVocab(offset_column="o"))
+    c.append(SetInfo(description="d"))
+    c.append(SetLicense(short_name="MIT", name="MIT", website_url="https://x"))
+    c.append(
+        SetAttachments(
+            attachments=AttachmentsEmbedded(items=(AttachmentEmbedded(path="a", content="b"),))
+        )
+    )
+    s = c.append(polling())
+    assert s.polling_source is not None and s.license is not None
+    back = state_from_json(state_to_json(s))
+    assert back == s
+    assert back is not None and back.polling_source == s.polling_source
+
+
+def test_state_json_blob_must_be_strict_base64() -> None:
+    """A blob with stray characters is damage, even under a matching digest."""
+    c = Chain()
+    s = c.append(SetInfo(description="d"))
+    outer = json.loads(state_to_json(s))
+    body = json.loads(outer["state"])
+    body["info"] = body["info"][:4] + "!" + body["info"][4:]
+    text = json.dumps(body, sort_keys=True, separators=(",", ":"))
+    outer["state"] = text
+    outer["sha3"] = hashlib.sha3_256(text.encode()).hexdigest()
+    assert state_from_json(json.dumps(outer).encode()) is None
