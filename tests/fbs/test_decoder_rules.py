@@ -140,6 +140,15 @@ def test_scalar_field_offset_inside_its_table() -> None:
         decode_table(m.OffsetInterval, bytes(data))
 
 
+def test_table_sizes_are_unsigned_16_bit() -> None:
+    """Tables up to 64 KiB are valid: a field 40,000 bytes into its table is read."""
+    table, field = 12, 40_000
+    data = bytearray(struct.pack("<IHHH", table, 6, field + 4, field).ljust(table, b"\0"))
+    data += struct.pack("<i", table - 4).ljust(field, b"\0")
+    data += struct.pack("<I", 4) + struct.pack("<I", 2) + b"ab\0"
+    assert decode_table(m.SetVocab, bytes(data)) == m.SetVocab(offset_column="ab")
+
+
 def test_vtable_may_end_at_the_buffer_end() -> None:
     assert decode_table(m.SetVocab, bytes(minimal_table())) == m.SetVocab()
 
