@@ -239,9 +239,16 @@ class DatasetView:
         raise UsageError("the dataset's source has no primary key; pass primary_key=[...]")
 
     def tail(self, n: int = 10) -> pa.Table:
-        """The last ``n`` records."""
-        table = self.to_arrow()
-        return table.slice(max(0, table.num_rows - n))
+        """The last ``n`` records (all columns of the slices they come from).
+
+        Only the newest slices that hold them are read, each verified like `to_arrow`'s
+        (`storage.reads.read_tail`): the cost follows ``n``, not the history.
+        """
+        from storage.reads import read_tail
+
+        head = self._state_head()
+        table = None if head is None else read_tail(self.dataset, n, head)
+        return self.to_arrow() if table is None else table  # no slice: the empty schema
 
     # -- writes ---------------------------------------------------------------------------
 

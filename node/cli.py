@@ -8,6 +8,7 @@ that ``odf --help`` and simple commands start fast.
 from __future__ import annotations
 
 import argparse
+import itertools
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -274,14 +275,14 @@ def _chain_summary(root: Path, entry: DatasetEntry) -> DatasetSummary | None:
 def cmd_log(args: argparse.Namespace) -> int:
     from storage.catalog import open_dataset, resolve
 
+    if args.limit is not None and args.limit < 0:
+        raise UsageError("-n must be >= 0")
     root = workspace_root(args)
     ds = open_dataset(root, resolve(root, args.dataset))
-    entries = []
-    # iter_blocks reads (and decodes) lazily: with -n N only the N newest blocks.
-    for n, (h, _raw, block) in enumerate(ds.iter_blocks()):
-        if args.limit is not None and n >= args.limit:
-            break
-        entries.append((h, block))
+    # iter_blocks reads (and decodes) lazily: islice stops it after the N newest blocks,
+    # before the block N+1 is read (`odf log -n N` costs N blocks, not the history).
+    walk = itertools.islice(ds.iter_blocks(), args.limit)
+    entries = [(h, block) for h, _raw, block in walk]
     if args.output_format == "table":
         from node.describe import event_summary
 

@@ -48,6 +48,7 @@ __all__ = [
     "SliceSource",
     "VerifiedObjects",
     "iter_slice_sources",
+    "newest_slice_sources",
     "verified_checkpoint_path",
     "verified_object_path",
     "verified_slice_paths",
@@ -272,6 +273,44 @@ def _slices(dataset: Dataset, head: Multihash | None) -> list[tuple[Multihash, i
             out.append((d.physical_hash, d.size))
     out.reverse()
     return out
+
+
+def newest_slice_sources(
+    dataset: Dataset, records: int, head: Multihash | None = None
+) -> list[SliceSource]:
+    """The newest slices up to ``head`` (default: the head) that hold at least ``records``
+    records (at least one slice when there is one), oldest first, verified like
+    `iter_slice_sources` (a slice not remembered comes with the bytes just hashed).
+
+    The chain is walked from ``head`` only until those slices are found: reading the end
+    of a dataset (``odf tail``) costs what it shows, not the length of its history.
+
+    Raises:
+        MissingObject / DamagedObject: one of those slices is missing or damaged.
+    """
+    from fbs.rules import new_data
+
+    start = dataset.head() if head is None else head
+    picked: list[tuple[Multihash, int]] = []
+    total = 0
+    for _h, _raw, block in dataset.iter_blocks(start) if start is not None else ():
+        d = new_data(block.event)
+        if d is not None:
+            picked.append((d.physical_hash, d.size))
+            total += d.offset_interval.end - d.offset_interval.start + 1
+            if total >= records:
+                break
+    verifier = dataset.verified_objects
+    root = dataset.layout.data.root
+    try:
+        return [
+            SliceSource(
+                h, root / h.to_multibase(), verifier.check(root, "data", h, size, keep=True)
+            )
+            for h, size in reversed(picked)
+        ]
+    finally:
+        verifier.flush()
 
 
 def iter_slice_sources(dataset: Dataset, head: Multihash | None = None) -> Iterator[SliceSource]:

@@ -156,6 +156,18 @@ def _view(args: argparse.Namespace) -> Any:
     return DatasetView(ws.get(args.dataset), name=args.dataset)
 
 
+def _tail(args: argparse.Namespace) -> pa.Table:
+    """The last ``-n`` records: only the newest slices are read (`storage.reads.read_tail`),
+    without importing the Python API and the ingest pipeline (and through them pandas)."""
+    from node.cli_util import workspace_root
+    from storage.catalog import open_dataset, resolve
+    from storage.reads import read_tail
+
+    root = workspace_root(args)
+    table = read_tail(open_dataset(root, resolve(root, args.dataset)), args.num_records)
+    return _view(args).tail(args.num_records) if table is None else table  # no slice yet
+
+
 def _write_csv(table: pa.Table, out: Any) -> None:
     import pyarrow.csv as pcsv
 
@@ -191,11 +203,11 @@ def cmd_tail(args: argparse.Namespace) -> int:
 
     if args.num_records < 0:
         raise UsageError("-n must be >= 0")
-    table = _view(args).tail(args.num_records)
+    table = _tail(args)
     if args.output_format == "csv":
         _write_csv(table, sys.stdout.buffer)
         return EXIT_OK
-    rows = [{k: _cell(v) for k, v in r.items()} for r in table.to_pylist()]
+    rows = _rows(table)
     if args.output_format == "table":
         if not rows:
             print("(no records)")
@@ -204,6 +216,35 @@ def cmd_tail(args: argparse.Namespace) -> int:
     else:
         render(rows, args.output_format)
     return EXIT_OK
+
+
+def _rows(table: pa.Table) -> list[dict[str, Any]]:
+    """``table``'s rows as plain cells (what ``to_pylist`` and `_cell` give)."""
+    columns = {name: _column_cells(table.column(name)) for name in table.column_names}
+    rows = zip(*columns.values(), strict=True)
+    return [dict(zip(columns, cells, strict=True)) for cells in rows]
+
+
+#: Microseconds per unit of the timestamp units Python's datetime holds exactly.
+_TIMESTAMP_US: Final = {"s": 1_000_000, "ms": 1_000, "us": 1}
+
+
+def _column_cells(col: pa.ChunkedArray) -> list[Any]:
+    """`_cell` of every value; UTC and naive timestamps are built here because pyarrow's
+    own conversion imports pandas (about as slow as the rest of ``odf tail`` together)."""
+    import pyarrow as pa
+
+    t = col.type
+    if pa.types.is_timestamp(t) and t.unit in _TIMESTAMP_US and t.tz in (None, "UTC"):
+        import datetime as dt
+
+        epoch = dt.datetime(1970, 1, 1, tzinfo=dt.UTC if t.tz else None)
+        per = _TIMESTAMP_US[t.unit]
+        return [
+            None if v is None else _cell(epoch + dt.timedelta(microseconds=v * per))
+            for v in col.cast(pa.int64()).to_pylist()
+        ]
+    return [_cell(v) for v in col.to_pylist()]
 
 
 def _cell(value: Any) -> Any:

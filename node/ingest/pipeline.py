@@ -291,8 +291,10 @@ def slice_paths(dataset: Dataset, head: Multihash | None = None) -> list[Path]:
 
 
 def _open_slice(src: SliceSource) -> pq.ParquetFile:
-    """The verified slice as Parquet: from the bytes just hashed, else from its file."""
-    return pq.ParquetFile(src.path if src.data is None else pa.BufferReader(src.data))
+    """The verified slice as Parquet (`storage.reads.open_slice`)."""
+    from storage.reads import open_slice
+
+    return open_slice(src)
 
 
 def read_changelog(
@@ -310,20 +312,12 @@ def read_changelog(
         storage.errors.InvalidDataFile: a data file that is not readable Parquet.
         storage.errors.DamagedObject / ObjectNotFound: a damaged or missing data file.
     """
-    from storage.errors import InvalidDataFile
+    from storage.reads import read_slices
     from storage.verified import iter_slice_sources
 
-    tables = []
-    for src in iter_slice_sources(dataset, head):
-        try:
-            pf = _open_slice(src)
-            cols = None if columns is None else [c for c in columns if c in pf.schema_arrow.names]
-            tables.append(pf.read(columns=cols, use_threads=True))
-        except (pa.ArrowException, OSError) as e:
-            raise InvalidDataFile(f"data file {src.path.name}: {e}") from None
-    if not tables:
+    table = read_slices(iter_slice_sources(dataset, head), columns)
+    if table is None:
         return None
-    table = pa.concat_tables(tables, promote_options="permissive")
     if schema is not None:
         wanted = [f for f in schema if columns is None or f.name in columns]
         cols = [

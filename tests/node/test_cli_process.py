@@ -123,6 +123,9 @@ MODEL = (
 )
 #: What ``odf log`` leaves out: it decodes blocks, so only the model may come in.
 NOT_FOR_LOG = ("storage.workspace", "asyncio", "nacl", "fbs.keys", "rich._emoji_codes")
+#: What ``odf tail`` leaves out (issue 15.4): the Python API and the ingest pipeline, and
+#: pandas (pyarrow imports it to convert timestamps, or on building arrays from lists).
+NOT_FOR_TAIL = (*NOT_FOR_LOG, "node.api", "node.ingest.pipeline", "pandas")
 
 
 @pytest.mark.parametrize(
@@ -134,6 +137,8 @@ NOT_FOR_LOG = ("storage.workspace", "asyncio", "nacl", "fbs.keys", "rich._emoji_
         (["node", "status"], 3, MODEL),
         (["log", ALIASES[0]], 0, NOT_FOR_LOG),
         (["log", "-n", "1", ALIASES[0]], 0, NOT_FOR_LOG),
+        (["tail", ALIASES[0]], 0, NOT_FOR_TAIL),
+        (["tail", "-n", "600", ALIASES[0], "--output-format", "json"], 0, NOT_FOR_TAIL),
     ],
     ids=lambda v: " ".join(v) if isinstance(v, list) else None,
 )
