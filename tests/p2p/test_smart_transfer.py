@@ -441,3 +441,37 @@ def test_oversized_pull_message_refused(
             assert msg.type == aiohttp.WSMsgType.CLOSE and msg.data == 1009  # message too big
 
     run(main())
+
+
+def test_push_answers_progress_pings(
+    pair: tuple[Workspace, Workspace, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The server pings for upload progress while objects go up; the client answers."""
+    src, node, _tmp = pair
+    monkeypatch.setattr("p2p.smart_transfer.server.UPLOAD_PROGRESS_PING_S", 0.01)
+    import p2p.smart_transfer.client as client
+
+    real_upload = client._upload
+    answered: list[str] = []
+    real_send = client._Channel.send
+
+    async def slow_upload(*args: Any) -> None:
+        await asyncio.sleep(0.2)  # long enough for several pings
+        await real_upload(*args)
+
+    async def send(self: Any, doc: Any) -> None:
+        answered.append(dumps(doc)[:40])
+        await real_send(self, doc)
+
+    monkeypatch.setattr(client, "_upload", slow_upload)
+    monkeypatch.setattr(client._Channel, "send", send)
+
+    async def main() -> None:
+        async with serve_workspace(node, CONFIG) as url, aiohttp.ClientSession() as s:
+            r = await smart_push(src, "prices", f"odf+{url}/prices", session=s, headers=AUTH)
+            assert r.objects_uploaded == 12
+
+    run(main())
+    assert any('"Running"' in a for a in answered)
+    assert '{"details":"Complete"}' in answered
+    same_dataset(src, node, "prices")
