@@ -91,6 +91,9 @@ SMART_PARALLEL_OBJECTS: Final = 8
 SMART_UPLOAD_CONCURRENCY: Final = 8
 #: Seconds to wait for any server message before the transfer counts as stalled.
 SERVER_REPLY_TIMEOUT_S: Final = 300.0
+#: Progress pings that may still arrive after our ``Complete`` (the server stops pinging
+#: once it reads it; one can be in flight).
+MAX_STALE_PINGS: Final = 3
 #: Network chunk size of object downloads.
 CHUNK_SIZE: Final = 1 << 20
 
@@ -535,6 +538,23 @@ async def _uploads_with_progress(
     await chan.send(COMPLETE.to_doc())
 
 
+async def _confirmed(chan: _Channel, node: HttpSource, new_head: Multihash) -> None:
+    """Wait for ``DatasetPushCompleteConfirmed`` (``{}``).
+
+    A progress ping (also ``{}``) the server sent just before it read our ``Complete``
+    arrives first and looks the same, so a ``{}`` counts as the confirmation once the
+    node's head is ours (the node confirms only after its commit).
+
+    Raises:
+        SmartRefused / TransferError: the server failed the commit or went away.
+    """
+    for _ in range(MAX_STALE_PINGS + 1):
+        await chan.recv()
+        if await node.get_head() == new_head:
+            return
+    raise TransferError(f"{node.base_url}: push not confirmed")
+
+
 async def smart_push(
     ws: Workspace,
     ref: str,
@@ -578,7 +598,7 @@ async def smart_push(
                 with contextlib.suppress(BaseException):
                     await uploads
             await chan.send(EMPTY)
-            await chan.recv()  # DatasetPushCompleteConfirmed {}
+            await _confirmed(chan, HttpSource(base, session, headers=headers), result.new_head)
         except SmartRefused as e:
             if _conflict(e.reply):
                 raise NotDescendant(f"push to {base}: the node's head moved: {e}") from None
