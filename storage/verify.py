@@ -26,14 +26,22 @@ they are stale). See `storage.gc` for why age, not a lock, decides.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import enum
+import functools
+import hashlib
+import os
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Final
+from typing import Any, Final
+
+import pyarrow as pa
 
 from fbs.codec import decode_block
 from fbs.errors import FbsError, MalformedBlock
-from fbs.model import MetadataBlock, SetVocab
+from fbs.model import Checkpoint, DataSlice, MetadataBlock, SetVocab
 from fbs.multiformats import Multihash
 from fbs.rules import new_checkpoint, new_data
 from storage.chain import ChainState, validate_append
@@ -282,19 +290,161 @@ def temp_file_warning(path: object, age_s: float, stale: bool) -> VerifyWarning:
     )
 
 
-def _logical_hash_of(store: DiskObjectStore, h: Multihash) -> Multihash:
-    """Recompute a data file's logical hash as kamu does (`storage.hashing`).
+#: A data object up to this size is read into memory once and every check (physical
+#: hash, logical hash, offsets) runs on those bytes; a larger one is streamed per check.
+MAX_IN_MEMORY_OBJECT: Final = 256 * 2**20
 
-    Raises:
-        InvalidDataFile: not Parquet; UnsupportedDataType: unhashable column; OSError.
-    """
-    with store.open(h) as f:
-        return logical_hash_parquet(f)
+_Job = Callable[[], list[VerifyProblem]]
 
 
-def _offsets_problem(
-    store: DiskObjectStore, h: Multihash, column: str, start: int, end: int
-) -> str | None:
+def _object_jobs(
+    dataset: Dataset,
+    newest_first: list[tuple[Multihash, MetadataBlock]],
+    offset_column: str,
+    check_logical_hashes: bool,
+) -> list[_Job]:
+    """One check per data or checkpoint object, oldest block first."""
+    layout = dataset.layout
+    jobs: list[_Job] = []
+    for h, block in reversed(newest_first):
+        where = (h, block.sequence_number)
+        d = new_data(block.event)
+        if d is not None:
+            jobs.append(
+                functools.partial(
+                    _data_problems, layout.data, d, where, offset_column, check_logical_hashes
+                )
+            )
+        c = new_checkpoint(block.event)
+        if c is not None:
+            jobs.append(functools.partial(_checkpoint_problems, layout.checkpoints, c, where))
+    return jobs
+
+
+def _run_jobs(jobs: list[_Job], workers: int | None) -> Iterator[list[VerifyProblem]]:
+    """Each job's problems, in job order; jobs run on up to ``workers`` threads (hashing
+    and Parquet decoding release the GIL, so objects are checked on every core)."""
+    n = min(len(jobs), workers or os.cpu_count() or 1)
+    if n <= 1:
+        yield from (job() for job in jobs)
+        return
+    with ThreadPoolExecutor(n, thread_name_prefix="odf-verify") as pool:
+        # Bounded look-ahead: at most 2n objects in flight (each may hold its bytes).
+        pending: collections.deque[Future[list[VerifyProblem]]] = collections.deque()
+        for job in jobs:
+            pending.append(pool.submit(job))
+            if len(pending) >= 2 * n:
+                yield pending.popleft().result()
+        while pending:
+            yield pending.popleft().result()
+
+
+def _checkpoint_problems(
+    store: DiskObjectStore, c: Checkpoint, where: tuple[Multihash, int]
+) -> list[VerifyProblem]:
+    out = _Collector(DEFAULT_MAX_PROBLEMS)
+    kinds = (
+        ProblemKind.CHECKPOINT_MISSING,
+        ProblemKind.CHECKPOINT_CORRUPT,
+        ProblemKind.CHECKPOINT_SIZE,
+    )
+    _check_object(store, c.physical_hash, c.size, kinds, where, out)
+    return out.problems
+
+
+def _data_problems(
+    store: DiskObjectStore,
+    d: DataSlice,
+    where: tuple[Multihash, int],
+    offset_column: str,
+    check_logical_hashes: bool,
+) -> list[VerifyProblem]:
+    """Every problem of one data slice: presence, size, physical hash, and (if asked)
+    logical hash and offsets, all from one read of the file when it fits in memory."""
+    out = _Collector(DEFAULT_MAX_PROBLEMS)
+    kinds = (ProblemKind.DATA_MISSING, ProblemKind.DATA_CORRUPT, ProblemKind.DATA_SIZE)
+    h = d.physical_hash
+    if d.size > min(MAX_IN_MEMORY_OBJECT, store.max_object_size):
+        if not _check_object(store, h, d.size, kinds, where, out):
+            return out.problems
+        data = None
+    else:
+        data = _read_object(store, h, d.size, kinds, where, out)
+        if data is None:
+            return out.problems
+    if not check_logical_hashes:
+        return out.problems
+
+    def source() -> Any:
+        return store.open(h) if data is None else contextlib.nullcontext(pa.BufferReader(data))
+
+    try:
+        with source() as f:
+            actual: Multihash | None = logical_hash_parquet(f)
+    except (FbsError, StorageError, OSError, ValueError, TypeError) as e:
+        out.add(VerifyProblem(ProblemKind.LOGICAL_HASH, f"cannot hash data {h}: {e}", *where, h))
+        actual = None
+    if actual is not None:
+        start, end = d.offset_interval.start, d.offset_interval.end
+        try:
+            with source() as f:
+                why = _offsets_problem(f, offset_column, start, end)
+        except (StorageError, OSError, ValueError, KeyError) as e:
+            why = f"cannot read offsets: {e}"
+        if why is not None:
+            out.add(VerifyProblem(ProblemKind.DATA_OFFSETS, f"data {h}: {why}", *where, h))
+    if actual is not None and actual != d.logical_hash:
+        out.add(
+            VerifyProblem(
+                ProblemKind.LOGICAL_HASH,
+                f"data {h} hashes logically to {actual}, block says {d.logical_hash}",
+                *where,
+                h,
+            )
+        )
+    return out.problems
+
+
+def _read_object(
+    store: DiskObjectStore,
+    h: Multihash,
+    size: int,
+    kinds: tuple[ProblemKind, ProblemKind, ProblemKind],
+    where: tuple[Multihash, int],
+    out: _Collector,
+) -> bytes | None:
+    """`_check_object` that keeps the bytes it hashed (``None``: a problem was added)."""
+    missing, corrupt, wrong_size = kinds
+    block_h, seq = where
+    try:
+        actual = store.size(h)
+        if actual != size:
+            message = f"object {h} has {actual} bytes, block says {size}"
+            out.add(VerifyProblem(wrong_size, message, block_h, seq, h))
+            return None
+        with store.open(h) as f:
+            data = f.read(size + 1)
+    except ObjectNotFound:
+        out.add(VerifyProblem(missing, f"object {h} is missing", block_h, seq, h))
+        return None
+    except StorageError as e:
+        out.add(VerifyProblem(corrupt, f"object {h}: {e}", block_h, seq, h))
+        return None
+    except OSError as e:
+        out.add(VerifyProblem(ProblemKind.UNREADABLE, f"object {h}: {_os_error(e)}", *where, h))
+        return None
+    if len(data) != size:  # changed since the size was read
+        message = f"object {h} has {len(data)} bytes, block says {size}"
+        out.add(VerifyProblem(wrong_size, message, block_h, seq, h))
+        return None
+    if hashlib.sha3_256(data).digest() != h.digest:  # releases the GIL on large buffers
+        message = f"object {h}: stored object {h} does not match its hash"
+        out.add(VerifyProblem(corrupt, message, block_h, seq, h))
+        return None
+    return data
+
+
+def _offsets_problem(source: Any, column: str, start: int, end: int) -> str | None:
     """Why a slice's offset column is not exactly ``start..end`` in order (None: it is).
 
     ODF slices are stored ordered by offset with contiguous offsets; the engine relies on
@@ -303,10 +453,14 @@ def _offsets_problem(
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
-    with store.open(h) as f, contextlib.closing(arrow_input(f)) as native:
+    native = arrow_input(source)
+    try:
         # An Arrow-native file, decoded on this thread: no pool thread ever holds a Python
         # object (see `storage.hashing.arrow_input`; pq.read_table's scanner did, issue 13.1).
         table = pq.ParquetFile(native).read(columns=[column], use_threads=False)
+    finally:
+        if native is not source:
+            native.close()
     col = table.column(column)
     expected = end - start + 1
     if len(col) != expected:
@@ -332,6 +486,7 @@ def verify_integrity(
     require_head: bool = False,
     pending_age_s: float = DEFAULT_STALE_PENDING_AGE_S,
     now: float | None = None,
+    workers: int | None = None,
 ) -> VerifyReport:
     """Verify blocks, chain rules and objects of ``dataset`` (see the module docstring).
 
@@ -344,6 +499,9 @@ def verify_integrity(
             (a dataset registered in a workspace always has one).
         pending_age_s: temporary files older than this are reported as stale.
         now: the current time for temp file ages (tests pass a fixed value).
+        workers: threads checking objects (default: one per core; 1: on this thread).
+            The report is the same whatever the number: problems are collected in
+            block order.
 
     Returns:
         A `VerifyReport`; ``report.ok`` is True for a sound dataset.
@@ -403,69 +561,11 @@ def verify_integrity(
         "offset",
     )
     if check_objects:
-        for h, block in reversed(newest_first):
-            where = (h, block.sequence_number)
-            d = new_data(block.event)
-            if d is not None:
-                objects += 1
-                kinds = (ProblemKind.DATA_MISSING, ProblemKind.DATA_CORRUPT, ProblemKind.DATA_SIZE)
-                sound = _check_object(
-                    dataset.layout.data, d.physical_hash, d.size, kinds, where, out
-                )
-                if sound and check_logical_hashes:
-                    try:
-                        actual = _logical_hash_of(dataset.layout.data, d.physical_hash)
-                    except (FbsError, StorageError, OSError, ValueError, TypeError) as e:
-                        out.add(
-                            VerifyProblem(
-                                ProblemKind.LOGICAL_HASH,
-                                f"cannot hash data {d.physical_hash}: {e}",
-                                *where,
-                                d.physical_hash,
-                            )
-                        )
-                        actual = None
-                    if actual is not None:
-                        try:
-                            why = _offsets_problem(
-                                dataset.layout.data,
-                                d.physical_hash,
-                                offset_column,
-                                d.offset_interval.start,
-                                d.offset_interval.end,
-                            )
-                        except (StorageError, OSError, ValueError, KeyError) as e:
-                            why = f"cannot read offsets: {e}"
-                        if why is not None:
-                            out.add(
-                                VerifyProblem(
-                                    ProblemKind.DATA_OFFSETS,
-                                    f"data {d.physical_hash}: {why}",
-                                    *where,
-                                    d.physical_hash,
-                                )
-                            )
-                    if actual is not None and actual != d.logical_hash:
-                        out.add(
-                            VerifyProblem(
-                                ProblemKind.LOGICAL_HASH,
-                                f"data {d.physical_hash} hashes logically to {actual}, "
-                                f"block says {d.logical_hash}",
-                                *where,
-                                d.physical_hash,
-                            )
-                        )
-            c = new_checkpoint(block.event)
-            if c is not None:
-                objects += 1
-                kinds = (
-                    ProblemKind.CHECKPOINT_MISSING,
-                    ProblemKind.CHECKPOINT_CORRUPT,
-                    ProblemKind.CHECKPOINT_SIZE,
-                )
-                _check_object(
-                    dataset.layout.checkpoints, c.physical_hash, c.size, kinds, where, out
-                )
+        jobs = _object_jobs(dataset, newest_first, offset_column, check_logical_hashes)
+        objects = len(jobs)
+        for problems in _run_jobs(jobs, workers):
+            for problem in problems:
+                out.add(problem)
     return VerifyReport(
         head, len(newest_first), objects, tuple(out.problems), state, warnings=warnings
     )

@@ -1,0 +1,192 @@
+"""``odf verify --integrity`` against the I/O floor (issue 15.5): SHA3 of the same files.
+
+Usage: .venv/bin/python scripts/bench/verify.py [--datasets 2] [--slices 6]
+       [--rows 1000000] [--repeat 3]
+
+Builds a workspace of ``--datasets`` root datasets, each with ``--slices`` AddData slices
+of ``--rows`` records (columns like the ingest benchmark's CSV: event_time, a city name,
+a population; about 15 MiB of Parquet per million rows), then times, alternating within
+each round so load hits every side alike:
+
+* the floor: SHA3-256 of every slice file, read and hashed one after the other (what
+  ``sha3sum`` does; the issue's baseline), and the same on every core for reference;
+* `storage.verify.verify_integrity` of every dataset in-process, on one thread
+  (``workers=1``: the checks of issue 13) and on every core (the default);
+* ``odf verify --integrity`` as a whole process.
+
+Prints medians with min..max and the ratio floor / verify (target >= 0.5). Verification
+checks more than SHA3 (the logical hash decodes every value of every slice; the offsets
+column is decoded again), so the ratio also depends on how fast the logical hash is.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+
+def build(root: Path, datasets: int, slices: int, rows: int) -> list[Path]:
+    """The workspace; returns every slice file."""
+    from fbs.arrow_schema import data_schema_from_arrow
+    from fbs.model import (
+        AddData,
+        DatasetKind,
+        DatasetSnapshot,
+        DataSlice,
+        OffsetInterval,
+        SetDataSchema,
+    )
+    from fbs.timestamp import Timestamp
+    from storage.hashing import logical_hash_parquet, physical_hash_file
+    from storage.workspace import Workspace
+
+    ts = pa.timestamp("ms", tz="UTC")
+    schema = pa.schema(
+        [
+            pa.field("offset", pa.int64(), nullable=False),
+            pa.field("op", pa.int32(), nullable=False),
+            pa.field("system_time", ts, nullable=False),
+            pa.field("event_time", ts),
+            pa.field("city", pa.string()),
+            pa.field("population", pa.int64()),
+        ]
+    )
+    ws = Workspace.init(root)
+    rng = np.random.default_rng(15)
+    cities = pa.array([f"city-{i}" for i in range(5000)])
+    files = []
+    for k in range(datasets):
+        ds = ws.add_snapshot(
+            DatasetSnapshot(name=f"bench.verify{k}", kind=DatasetKind.Root, metadata=())
+        )
+        clock = int(time.time() * 1000)
+        head = ds.commit(
+            SetDataSchema(schema=data_schema_from_arrow(schema)),
+            system_time=Timestamp(clock * 1_000_000),
+            expected_head=ds.head(),
+        ).new_head
+        prev = None
+        for s in range(slices):
+            start = s * rows
+            table = pa.table(
+                {
+                    "offset": pa.array(np.arange(start, start + rows, dtype=np.int64)),
+                    "op": pa.array(np.zeros(rows, dtype=np.int32)),
+                    "system_time": pa.array(np.full(rows, clock + s, dtype=np.int64)).cast(ts),
+                    "event_time": pa.array(rng.integers(0, 10**12, rows)).cast(ts),
+                    "city": cities.take(pa.array(rng.integers(0, 5000, rows))),
+                    "population": pa.array(rng.integers(0, 10**7, rows)),
+                },
+                schema=schema,
+            )
+            path = root.parent / f"slice-{k}-{s}.parquet"
+            pq.write_table(table, path)
+            physical, size = physical_hash_file(path)
+            event = AddData(
+                prev_offset=prev,
+                new_data=DataSlice(
+                    logical_hash=logical_hash_parquet(path),
+                    physical_hash=physical,
+                    offset_interval=OffsetInterval(start=start, end=start + rows - 1),
+                    size=size,
+                ),
+            )
+            when = Timestamp((clock + s + 1) * 1_000_000)
+            head = ds.commit(event, system_time=when, expected_head=head, data_file=path).new_head
+            path.unlink()
+            files.append(ds.layout.data.root / physical.to_multibase())
+            prev = start + rows - 1
+    return files
+
+
+def sha3_file(path: Path) -> bytes:
+    h = hashlib.sha3_256()
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 20):
+            h.update(chunk)
+    return h.digest()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument("--datasets", type=int, default=2)
+    ap.add_argument("--slices", type=int, default=6)
+    ap.add_argument("--rows", type=int, default=1_000_000, help="records per slice")
+    ap.add_argument("--repeat", type=int, default=3)
+    args = ap.parse_args()
+    from storage.verify import verify_integrity
+    from storage.workspace import Workspace
+
+    with tempfile.TemporaryDirectory(prefix="odf-bench-verify-") as tmp:
+        project = Path(tmp) / "project"
+        project.mkdir()
+        t0 = time.perf_counter()
+        files = build(project, args.datasets, args.slices, args.rows)
+        mib = sum(f.stat().st_size for f in files) / 2**20
+        print(
+            f"built {len(files)} slices, {mib:.0f} MiB, in {time.perf_counter() - t0:.0f} s "
+            f"({os.cpu_count()} cores)"
+        )
+        ws = Workspace.open(project)
+        env = {**os.environ, "ODF_WORKSPACE": str(project)}
+        odf = [sys.executable, "-m", "node.cli", "verify", "--integrity"]
+
+        def verify(workers: int | None) -> Callable[[], object]:
+            def run() -> object:
+                reports = [
+                    verify_integrity(ws.get(e.id), require_head=True, workers=workers)
+                    for e in ws.list()
+                ]
+                assert all(r.ok for r in reports)
+                return reports
+
+            return run
+
+        def sha3_parallel() -> object:
+            with ThreadPoolExecutor(os.cpu_count()) as pool:
+                return list(pool.map(sha3_file, files))
+
+        cases: list[tuple[str, Callable[[], object]]] = [
+            ("SHA3 of the files (1 thread)", lambda: [sha3_file(f) for f in files]),
+            ("SHA3 of the files (every core)", sha3_parallel),
+            ("verify_integrity, workers=1", verify(1)),
+            ("verify_integrity, every core", verify(None)),
+            (
+                "odf verify --integrity",
+                lambda: subprocess.run(odf, env=env, check=True, stdout=subprocess.DEVNULL),
+            ),
+        ]
+        times: dict[str, list[float]] = {name: [] for name, _ in cases}
+        for _ in range(args.repeat):
+            for name, fn in cases:
+                t0 = time.perf_counter()
+                fn()
+                times[name].append(time.perf_counter() - t0)
+        floor = statistics.median(times[cases[0][0]])
+        print(f"{'case':<34} {'median s':>9} {'min..max s':>15} {'floor/this':>10}")
+        for name, _ in cases:
+            t = times[name]
+            m = statistics.median(t)
+            print(f"{name:<34} {m:9.2f} {min(t):7.2f}..{max(t):6.2f} {floor / m:10.2f}")
+        print("(target: odf verify --integrity >= 0.5 of SHA3 of the files, 1 thread)")
+
+
+if __name__ == "__main__":
+    main()

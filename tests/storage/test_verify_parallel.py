@@ -1,0 +1,87 @@
+"""`verify_integrity` on every core (issue 15.5): the same report as on one thread, sound
+or damaged, and each object read once."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from fbs.model import DatasetKind, DatasetSnapshot
+from fbs.multiformats import Multihash
+from storage.dataset import Dataset
+from storage.object_store import DiskObjectStore
+from storage.verified import verified_slice_paths
+from storage.verify import ProblemKind, verify_integrity
+from storage.workspace import Workspace
+from tests.node.conftest import RootWriter
+
+
+@pytest.fixture
+def root(tmp_path: Path) -> RootWriter:
+    ws = Workspace.init(tmp_path / "project")
+    ws.add_snapshot(DatasetSnapshot(name="cities", kind=DatasetKind.Root, metadata=()))
+    slices = tmp_path / "slices"
+    slices.mkdir()
+    w = RootWriter(ws, "cities", slices)
+    for i in range(8):
+        w.append([(f"c{i}-{j}", i * 10 + j) for j in range(i + 1)])
+    return w
+
+
+def _flip(path: Path, at: int) -> None:
+    data = bytearray(path.read_bytes())
+    data[at] ^= 0x01
+    path.chmod(0o644)
+    path.write_bytes(bytes(data))
+
+
+def _same_either_way(ds: Dataset) -> Any:
+    serial = verify_integrity(ds, workers=1)
+    for workers in (2, 3, 8):
+        assert verify_integrity(ds, workers=workers) == serial
+    return serial
+
+
+def test_sound_dataset(root: RootWriter) -> None:
+    report = _same_either_way(root.ds)
+    assert report.ok and report.objects_checked == 8
+
+
+def test_damaged_dataset_same_problems_in_block_order(root: RootWriter) -> None:
+    files = verified_slice_paths(root.ds)
+    _flip(files[1], 40)  # physical hash
+    files[3].chmod(0o644)
+    files[3].write_bytes(files[3].read_bytes()[:-5])  # size
+    files[5].unlink()  # missing
+    _flip(files[6], len(files[6].read_bytes()) // 2)
+    report = _same_either_way(root.ds)
+    kinds = [p.kind for p in report.problems]
+    assert kinds[:3] == [ProblemKind.DATA_CORRUPT, ProblemKind.DATA_SIZE, ProblemKind.DATA_MISSING]
+    seqs = [p.sequence_number for p in report.problems]
+    assert seqs == sorted(seqs)  # oldest block first, whatever thread finished first
+
+
+def test_problem_limit_applies_in_the_same_order(root: RootWriter) -> None:
+    for path in verified_slice_paths(root.ds):
+        path.unlink()
+    serial = verify_integrity(root.ds, workers=1, max_problems=3)
+    assert verify_integrity(root.ds, workers=4, max_problems=3) == serial
+    assert len(serial.problems) == 3
+
+
+def test_each_data_object_is_opened_once(root: RootWriter, monkeypatch: pytest.MonkeyPatch) -> None:
+    opened: Counter[Multihash] = Counter()
+    real = DiskObjectStore.open
+
+    def spy(self: DiskObjectStore, h: Multihash) -> Any:
+        opened[h] += 1
+        return real(self, h)
+
+    monkeypatch.setattr(DiskObjectStore, "open", spy)
+    report = verify_integrity(root.ds, workers=2)
+    assert report.ok
+    data = [h for h in opened if root.ds.layout.data.has(h)]
+    assert len(data) == 8 and all(opened[h] == 1 for h in data)
