@@ -39,6 +39,7 @@ from p2p.errors import (
     PeerUnavailable,
     TransferError,
     TransferTimeout,
+    first_error,
 )
 from p2p.http_source import DEFAULT_READ_TIMEOUT_S, HttpSource, Unauthorized
 from p2p.receive import ObjectKind, object_jobs
@@ -532,8 +533,6 @@ async def _uploads_with_progress(
     try:
         uploads.result()
     except BaseExceptionGroup as group:
-        from p2p.sync import first_error
-
         raise first_error(group) from None
     await chan.send(COMPLETE.to_doc())
 

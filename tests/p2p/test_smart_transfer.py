@@ -13,7 +13,7 @@ from aiohttp import web
 from fbs.multiformats import Multihash
 from node.http_api import HttpApiConfig
 from node.http_auth import bearer_headers
-from p2p.errors import NotDescendant, PeerMisbehaved, PeerUnavailable
+from p2p.errors import NotDescendant, PeerMisbehaved, PeerUnavailable, TransferError
 from p2p.http_source import Unauthorized
 from p2p.smart_transfer.client import SmartRefused, SmartSource, smart_push
 from p2p.smart_transfer.messages import (
@@ -475,3 +475,23 @@ def test_push_answers_progress_pings(
     assert any('"Running"' in a for a in answered)
     assert '{"details":"Complete"}' in answered
     same_dataset(src, node, "prices")
+
+
+def test_push_upload_failure_is_reported_and_nothing_moves(
+    pushed: tuple[Workspace, Workspace, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    src, node, _tmp = pushed
+    before = node.get("prices").head()
+
+    async def failing_upload(*_args: Any) -> None:
+        raise TransferError("PUT: HTTP 507: disk full")
+
+    monkeypatch.setattr("p2p.smart_transfer.client._upload", failing_upload)
+
+    async def main() -> None:
+        async with serve_workspace(node, CONFIG) as url, aiohttp.ClientSession() as s:
+            with pytest.raises(TransferError, match="disk full"):
+                await smart_push(src, "prices", f"odf+{url}/prices", session=s, headers=AUTH)
+
+    run(main())
+    assert node.get("prices").head() == before
