@@ -23,6 +23,7 @@ hash (multibase) and hold the raw block bytes, oldest block first (`pack_blocks`
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import io
 import json
@@ -35,6 +36,7 @@ from typing import Any, Final, Literal
 from fbs.errors import InvalidHash
 from fbs.multiformats import SHA3_256, Multihash, parse_hash
 from p2p.errors import PeerMisbehaved
+from p2p.peer_json import JsonLimits, PeerJsonError, load_peer_json
 
 __all__ = [
     "COMPLETE",
@@ -81,6 +83,15 @@ MEDIA_TAR_GZ: Final = "application/tar+gzip"
 ENCODING_RAW: Final = "raw"
 #: Longest JSON text of one message (a batch payload costs up to 4 characters a byte).
 MAX_MESSAGE_BYTES: Final = 512 << 20
+#: JSON limits of a message besides its size: kamu's messages nest a few levels, carry
+#: no long numbers, and list at most `MAX_OBJECT_FILES` objects of a few fields each.
+MESSAGE_JSON_LIMITS: Final = JsonLimits(
+    max_bytes=MAX_MESSAGE_BYTES,
+    max_depth=16,
+    max_number_chars=40,
+    max_string_chars=MAX_MESSAGE_BYTES,
+    max_items=16 << 20,
+)
 #: Most blocks in one metadata batch.
 MAX_BATCH_BLOCKS: Final = 1_000_000
 #: Most bytes a batch may decompress to (tar headers included): the gzip-bomb limit.
@@ -115,10 +126,13 @@ def loads(text: str | bytes, max_bytes: int = MAX_MESSAGE_BYTES) -> dict[str, An
     """
     if len(text) > max_bytes:
         raise MalformedMessage(f"message of {len(text)} bytes exceeds {max_bytes}")
+    data = text.encode("utf-8") if isinstance(text, str) else text
+    limits = dataclasses.replace(MESSAGE_JSON_LIMITS, max_bytes=max(max_bytes, len(data)))
     try:
-        doc = json.loads(text)
-    except (ValueError, RecursionError):
-        raise MalformedMessage("message is not JSON") from None
+        # Bounded like every JSON a peer sends (`p2p.peer_json`): nesting, numbers.
+        doc = load_peer_json(data, limits, what="message")
+    except PeerJsonError as e:
+        raise MalformedMessage(str(e)) from None
     if not isinstance(doc, dict):
         raise MalformedMessage("message is not a JSON object")
     return doc

@@ -189,3 +189,17 @@ def test_results() -> None:
     }
     with pytest.raises(MalformedMessage):
         loads("x" * 100, max_bytes=10)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{"a":' * 40 + "1" + "}" * 40,  # nesting beyond the message limit
+        '{"n":' + "9" * 5000 + "}",  # a 5,000-digit number
+        '{"a":1,"a":2}',  # one key, two meanings
+        '{"x":NaN}',
+    ],
+)
+def test_hostile_json_is_a_malformed_message(text: str) -> None:
+    with pytest.raises(MalformedMessage):
+        loads(text)
