@@ -35,6 +35,7 @@ from fbs.model import (
     SourceState,
     SqlQueryStep,
     TransformInput,
+    TransformSql,
 )
 from storage.chain import (
     MAX_PUSH_SOURCES,
@@ -455,6 +456,12 @@ def test_rule10_and_rule11_transform_normalization_topics() -> None:
         inputs=(TransformInput(dataset_ref=IN1.to_did_odf(), alias="a"),), transform=sql(step)
     )
     rejects(Chain(), bad, 10, "SetTransform")
+    old_style = SetTransform(
+        inputs=(TransformInput(dataset_ref=IN1.to_did_odf(), alias="a"),),
+        transform=TransformSql(engine="spark", query="select * from a"),
+    )
+    error = rejects(Chain(), old_style, 10, "SetTransform")
+    assert "'query' must move to 'queries'" in str(error)
     rejects(Chain(), polling(preprocess=sql(step)), 11, "sources")
     rejects(Chain(), polling(preprocess=sql()), 11, "sources")
     two = sql(SqlQueryStep(query="a"), SqlQueryStep(query="b"))
