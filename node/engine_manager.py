@@ -176,7 +176,8 @@ def get_engine(ws: Workspace | None = None) -> EngineClient:
     """The engine client for ``ws`` (see the module docstring); cached per process.
 
     Raises:
-        EngineManagerError: bad configuration, or the shared engine failed to start.
+        EngineSettingsError: bad configuration (address, idle timeout).
+        EngineManagerError: the shared engine failed to start.
         engine.errors.EngineUnavailable / EngineTimeout: a private engine failed to start.
     """
     from engine.client import EngineClient
