@@ -7,6 +7,14 @@
 3. every data and checkpoint object a block names: present, physical hash and size
    as declared; for data slices the logical hash is recomputed from the Parquet file.
 
+Objects are checked on a thread per core (SHA3 and Parquet decoding release the GIL)
+and a data slice is read once: its physical hash, logical hash and offsets all come from
+those bytes. The logical hash and offsets are functions of the bytes alone, so a slice
+found sound is remembered by its physical hash (``.odf/cache/sound-slices/<did>.json``,
+see `_SoundSlices`): a later verify re-reads and re-hashes it but does not decode it.
+Problems are collected in block order, so the report is the same on any number of
+threads.
+
 It never raises for a damaged dataset: every defect becomes a `VerifyProblem` in the
 returned `VerifyReport`, which names the first (oldest) bad block. Unreadable files
 (permission denied, I/O errors) are problems too (``unreadable``), not exceptions.
@@ -31,10 +39,13 @@ import contextlib
 import enum
 import functools
 import hashlib
+import json
 import os
+import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Final
 
 import pyarrow as pa
@@ -296,12 +307,88 @@ MAX_IN_MEMORY_OBJECT: Final = 256 * 2**20
 
 _Job = Callable[[], list[VerifyProblem]]
 
+#: Directory under ``.odf/cache/`` of the per-dataset records of `_SoundSlices`.
+SOUND_SLICES_DIR: Final = "sound-slices"
+_SOUND_FORMAT: Final = 1
+
+
+class _SoundSlices:
+    """Slices whose logical hash and offsets a verify computed and found as their block
+    declares, by physical hash: ``{physical: [logical, offset column, start, end]}``.
+
+    Both checks are functions of the slice's bytes alone, and every verify re-hashes
+    those bytes (SHA3) before looking here: a slice whose bytes still hash to its name
+    needs neither decoded again. So a repeated ``odf verify --integrity`` costs a read
+    and a SHA3 of each object, not a Parquet decode. The record is self-checking (SHA3 of
+    its body, like the chain-state cache); a damaged or foreign one is ignored, and
+    losing it only costs a recomputation. ``path`` None: remembered in memory only.
+    """
+
+    def __init__(self, path: Path | None) -> None:
+        self.path = path
+        self._lock = threading.Lock()
+        self._known = self._read() if path is not None else {}
+        self._dirty = False
+
+    def _read(self) -> dict[str, list[object]]:
+        assert self.path is not None
+        try:
+            outer = json.loads(self.path.read_bytes())
+            text = outer["body"]
+            if outer.get("format") != _SOUND_FORMAT:
+                return {}
+            if hashlib.sha3_256(text.encode()).hexdigest() != outer["sha3"]:
+                return {}
+            body = json.loads(text)
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            return {}
+        return body if isinstance(body, dict) else {}
+
+    @staticmethod
+    def _entry(d: DataSlice, column: str) -> list[object]:
+        interval = d.offset_interval
+        return [d.logical_hash.to_multibase(), column, interval.start, interval.end]
+
+    def known(self, d: DataSlice, column: str) -> bool:
+        """Whether ``d`` (whose bytes were just checked) was found sound before."""
+        with self._lock:
+            return self._known.get(d.physical_hash.to_multibase()) == self._entry(d, column)
+
+    def add(self, d: DataSlice, column: str) -> None:
+        """Remember that ``d``'s logical hash and offsets are as its block declares."""
+        with self._lock:
+            self._known[d.physical_hash.to_multibase()] = self._entry(d, column)
+            self._dirty = True
+
+    def save(self) -> None:
+        """Write the record (temp + rename, no fsync: it is a cache; best effort)."""
+        if self.path is None or not self._dirty:
+            return
+        text = json.dumps(self._known, sort_keys=True, separators=(",", ":"))
+        digest = hashlib.sha3_256(text.encode()).hexdigest()
+        data = json.dumps({"format": _SOUND_FORMAT, "sha3": digest, "body": text})
+        tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            tmp.write_text(data)
+            os.replace(tmp, self.path)
+        except OSError:
+            with contextlib.suppress(OSError):
+                tmp.unlink(missing_ok=True)
+
+
+def _sound_slices_path(dataset: Dataset) -> Path | None:
+    """The record next to the dataset's chain-state cache (None: not in a workspace)."""
+    cache = dataset.state_cache
+    return None if cache is None else cache.parent.parent / SOUND_SLICES_DIR / cache.name
+
 
 def _object_jobs(
     dataset: Dataset,
     newest_first: list[tuple[Multihash, MetadataBlock]],
     offset_column: str,
     check_logical_hashes: bool,
+    sound: _SoundSlices,
 ) -> list[_Job]:
     """One check per data or checkpoint object, oldest block first."""
     layout = dataset.layout
@@ -312,7 +399,12 @@ def _object_jobs(
         if d is not None:
             jobs.append(
                 functools.partial(
-                    _data_problems, layout.data, d, where, offset_column, check_logical_hashes
+                    _data_problems,
+                    layout.data,
+                    d,
+                    where,
+                    offset_column,
+                    sound if check_logical_hashes else None,
                 )
             )
         c = new_checkpoint(block.event)
@@ -357,10 +449,11 @@ def _data_problems(
     d: DataSlice,
     where: tuple[Multihash, int],
     offset_column: str,
-    check_logical_hashes: bool,
+    sound: _SoundSlices | None,
 ) -> list[VerifyProblem]:
-    """Every problem of one data slice: presence, size, physical hash, and (if asked)
-    logical hash and offsets, all from one read of the file when it fits in memory."""
+    """Every problem of one data slice: presence, size, physical hash, and (with
+    ``sound``: logical hashes are checked) logical hash and offsets, all from one read of
+    the file when it fits in memory; the last two only if not known sound already."""
     out = _Collector(DEFAULT_MAX_PROBLEMS)
     kinds = (ProblemKind.DATA_MISSING, ProblemKind.DATA_CORRUPT, ProblemKind.DATA_SIZE)
     h = d.physical_hash
@@ -372,7 +465,7 @@ def _data_problems(
         data = _read_object(store, h, d.size, kinds, where, out)
         if data is None:
             return out.problems
-    if not check_logical_hashes:
+    if sound is None or sound.known(d, offset_column):
         return out.problems
 
     def source() -> Any:
@@ -393,6 +486,8 @@ def _data_problems(
             why = f"cannot read offsets: {e}"
         if why is not None:
             out.add(VerifyProblem(ProblemKind.DATA_OFFSETS, f"data {h}: {why}", *where, h))
+    if actual is not None and actual == d.logical_hash and not out.problems:
+        sound.add(d, offset_column)
     if actual is not None and actual != d.logical_hash:
         out.add(
             VerifyProblem(
@@ -561,11 +656,13 @@ def verify_integrity(
         "offset",
     )
     if check_objects:
-        jobs = _object_jobs(dataset, newest_first, offset_column, check_logical_hashes)
+        sound = _SoundSlices(_sound_slices_path(dataset))
+        jobs = _object_jobs(dataset, newest_first, offset_column, check_logical_hashes, sound)
         objects = len(jobs)
         for problems in _run_jobs(jobs, workers):
             for problem in problems:
                 out.add(problem)
+        sound.save()
     return VerifyReport(
         head, len(newest_first), objects, tuple(out.problems), state, warnings=warnings
     )

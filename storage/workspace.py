@@ -9,6 +9,7 @@
       keys/                         private keys (`storage.keystore`, mode 0700)
       cache/chain-state/<did>.json  chain-state caches (`storage.dataset`)
       cache/verified/<did>.json     verified-read stamps (`storage.verified`)
+      cache/sound-slices/<did>.json slices whose logical hash verify checked (`storage.verify`)
       staging/<random>/             datasets being created (invisible until renamed)
       trash/<random>/               datasets being deleted
       .lock                         flock serializing alias changes

@@ -85,3 +85,50 @@ def test_each_data_object_is_opened_once(root: RootWriter, monkeypatch: pytest.M
     assert report.ok
     data = [h for h in opened if root.ds.layout.data.has(h)]
     assert len(data) == 8 and all(opened[h] == 1 for h in data)
+
+
+def _logical_hashes(monkeypatch: pytest.MonkeyPatch) -> list[object]:
+    import storage.verify as verify
+
+    calls: list[object] = []
+    real = verify.logical_hash_parquet  # type: ignore[attr-defined]
+
+    def spy(source: Any) -> Any:
+        calls.append(source)
+        return real(source)
+
+    monkeypatch.setattr(verify, "logical_hash_parquet", spy)
+    return calls
+
+
+def test_sound_slices_are_not_decoded_again(
+    root: RootWriter, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 15.5: a repeated verify reads and SHA3-hashes each slice, and decodes none
+    whose bytes still hash to the name its block gives (logical hash already checked)."""
+    calls = _logical_hashes(monkeypatch)
+    first = verify_integrity(root.ds)
+    assert first.ok and len(calls) == 8
+    assert verify_integrity(root.ds) == first
+    assert len(calls) == 8
+    # Damage is still found: the bytes are hashed every time.
+    files = verified_slice_paths(root.ds)
+    _flip(files[2], 30)
+    report = verify_integrity(root.ds)
+    assert [p.kind for p in report.problems] == [ProblemKind.DATA_CORRUPT]
+    assert len(calls) == 8
+
+
+def test_damaged_sound_record_is_ignored(root: RootWriter, monkeypatch: pytest.MonkeyPatch) -> None:
+    import storage.verify as verify
+
+    verify_integrity(root.ds)
+    ds = root.ds
+    record = verify._sound_slices_path(ds)
+    assert record is not None and record.is_file()
+    text = record.read_text()
+    record.write_text(text.replace('"sha3": "', '"sha3": "0', 1))
+    calls = _logical_hashes(monkeypatch)
+    assert verify_integrity(ds).ok
+    assert len(calls) == 8  # recomputed, then remembered again
+    assert verify_integrity(ds).ok and len(calls) == 8
