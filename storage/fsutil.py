@@ -10,6 +10,10 @@ The protocol for every file `storage` publishes under a final name:
    new one, never a mix);
 4. ``fsync`` the directory, so the rename itself survives a power failure.
 
+`atomic_write_many` runs the same protocol for many files of one directory with
+O(1) flushes: every file is written, one ``syncfs`` makes all their data durable
+(step 2 for all at once), then every rename, then one directory fsync.
+
 Readers ignore ``.pending-*`` names; `cleanup_pending` removes the leftovers of
 writers that died between steps 1 and 3. All mutations go through an `FsOps`
 (``ops``) so crash tests can interrupt them (see `storage.faults`).
@@ -24,7 +28,7 @@ import secrets
 import stat
 import string
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import BinaryIO, Final
@@ -63,6 +67,18 @@ def is_pending_name(name: str) -> bool:
     return name.startswith(PENDING_PREFIX)
 
 
+def _create_pending(directory: Path, mode: int, ops: FsOps) -> tuple[Path, int]:
+    """Create a fresh pending file in ``directory``; its path and a writable fd."""
+    for _ in range(_PENDING_NAME_ATTEMPTS):
+        candidate = directory / pending_name()
+        try:
+            return candidate, ops.create_exclusive(candidate, mode)
+        except FileExistsError:
+            continue
+    # Needs 8 collisions of 82-bit random names.
+    raise FileExistsError(f"no free pending name in {directory}")  # pragma: no cover
+
+
 class PendingFile:
     """A temp file that becomes visible under its final name only at `commit`.
 
@@ -82,16 +98,8 @@ class PendingFile:
     def __init__(self, directory: Path, *, mode: int = FILE_MODE, ops: FsOps = DEFAULT_OPS):
         self._ops = ops
         self.directory = Path(directory)
-        for _ in range(_PENDING_NAME_ATTEMPTS):
-            candidate = self.directory / pending_name()
-            try:
-                self._fd: int | None = ops.create_exclusive(candidate, mode)
-            except FileExistsError:
-                continue
-            self.path = candidate
-            break
-        else:  # pragma: no cover - needs 8 collisions of 82-bit random names
-            raise FileExistsError(f"no free pending name in {self.directory}")
+        self.path, fd = _create_pending(self.directory, mode, ops)
+        self._fd: int | None = fd
         self.size = 0
         self.committed = False
 
@@ -200,6 +208,77 @@ def create_file_durably(
         ops.chmod(pending.path, mode)  # the umask may have dropped bits of ``mode``
         pending.write(data)
         return pending.commit_new(path)
+
+
+def atomic_write_many(
+    directory: Path,
+    items: Sequence[tuple[Path, bytes]],
+    *,
+    mode: int = FILE_MODE,
+    ops: FsOps = DEFAULT_OPS,
+) -> None:
+    """Durably replace the files ``items`` (``(path, data)``, all in ``directory``).
+
+    Each file ends as `atomic_write_bytes` would leave it, but the flushes do not grow
+    with the number of files: all are written to pending files first, one ``syncfs``
+    makes their data durable (an fsync per file where syncfs is unavailable, or for a
+    single file), then they are renamed and the directory is fsynced once. So a name
+    appears only with its complete bytes, and everything is durable on return. Not
+    atomic as a group: a crash can leave any subset of the files renamed.
+
+    Raises:
+        ValueError: a path outside ``directory``.
+        FileNotFoundError: ``directory`` does not exist.
+        OSError: for other filesystem failures (pending files not yet renamed are removed).
+    """
+    directory = Path(directory)
+    if any(Path(final).parent != directory for final, _ in items):
+        raise ValueError(f"every file must be in {directory}")
+    if not items:
+        return
+    written: list[tuple[Path, Path]] = []
+    renamed = 0
+    try:
+        for final, data in items:
+            written.append((_write_pending(directory, data, mode, ops), Path(final)))
+        _flush_data(directory, [pending for pending, _ in written], ops)
+        for pending, final in written:
+            ops.replace(pending, final)
+            renamed += 1
+    except SimulatedCrash:
+        raise  # a crashed process cleans up nothing
+    except BaseException:
+        for pending, _ in written[renamed:]:
+            with contextlib.suppress(FileNotFoundError):
+                ops.unlink(pending)
+        raise
+    ops.fsync_dir(directory)
+
+
+def _write_pending(directory: Path, data: bytes, mode: int, ops: FsOps) -> Path:
+    """A closed pending file holding ``data`` (not yet flushed)."""
+    path, fd = _create_pending(directory, mode, ops)
+    try:
+        ops.write(fd, data)
+    except BaseException as e:
+        if not isinstance(e, SimulatedCrash):
+            with contextlib.suppress(FileNotFoundError):
+                ops.unlink(path)
+        raise
+    finally:
+        # Closed at once: a batch of thousands must not hold thousands of fds.
+        ops.close(fd)
+    return path
+
+
+def _flush_data(directory: Path, paths: Sequence[Path], ops: FsOps) -> None:
+    """Make the data of the files ``paths`` (in ``directory``) durable."""
+    # A single file is fsynced alone: the same one flush, and it never waits for
+    # unrelated dirty data elsewhere in the filesystem as a syncfs does.
+    if len(paths) > 1 and ops.syncfs(directory):
+        return
+    for path in paths:
+        ops.fsync_path(path)
 
 
 #: Same as `atomic_write_bytes` (the name `node.cli` uses for ``--output`` files).
