@@ -431,8 +431,8 @@ class Dataset:
             self._check_stored_objects(block.event, verify_objects)
             staged.append((h, data))
         assert state is not None and block is not None  # raws is non-empty
-        for h, data in staged:
-            self.layout.blocks.put(h, data)
+        # One flush for all blocks (not two per block), still all durable before the CAS.
+        self.layout.blocks.put_many(staged)
         self.layout.refs.set_if_equals(HEAD, old_head, state.head)
         self._remember(state)
         return CommitResult(old_head, state.head, block, state)
