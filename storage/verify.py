@@ -48,8 +48,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
-import pyarrow as pa
-
 from fbs.codec import decode_block
 from fbs.errors import FbsError, MalformedBlock
 from fbs.model import Checkpoint, DataSlice, MetadataBlock, SetVocab
@@ -65,7 +63,6 @@ from storage.errors import (
 )
 from storage.fsutil import DEFAULT_STALE_PENDING_AGE_S
 from storage.gc import find_temp_files
-from storage.hashing import arrow_input, logical_hash_parquet
 from storage.object_store import DiskObjectStore
 
 __all__ = [
@@ -469,11 +466,15 @@ def _data_problems(
         return out.problems
 
     def source() -> Any:
-        return store.open(h) if data is None else contextlib.nullcontext(pa.BufferReader(data))
+        if data is None:
+            return store.open(h)
+        import pyarrow as pa
+
+        return contextlib.nullcontext(pa.BufferReader(data))
 
     try:
         with source() as f:
-            actual: Multihash | None = logical_hash_parquet(f)
+            actual: Multihash | None = _logical_hash(f)
     except (FbsError, StorageError, OSError, ValueError, TypeError) as e:
         out.add(VerifyProblem(ProblemKind.LOGICAL_HASH, f"cannot hash data {h}: {e}", *where, h))
         actual = None
@@ -539,6 +540,15 @@ def _read_object(
     return data
 
 
+def _logical_hash(source: Any) -> Multihash:
+    """`storage.hashing.logical_hash_parquet`, imported on first use: a verify whose
+    slices are all known sound never decodes one, so it spares the import (through the
+    logical hash, pyarrow imports pandas)."""
+    from storage.hashing import logical_hash_parquet
+
+    return logical_hash_parquet(source)
+
+
 def _offsets_problem(source: Any, column: str, start: int, end: int) -> str | None:
     """Why a slice's offset column is not exactly ``start..end`` in order (None: it is).
 
@@ -547,6 +557,8 @@ def _offsets_problem(source: Any, column: str, start: int, end: int) -> str | No
     """
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
+
+    from storage.hashing import arrow_input
 
     native = arrow_input(source)
     try:

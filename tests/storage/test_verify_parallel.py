@@ -91,13 +91,13 @@ def _logical_hashes(monkeypatch: pytest.MonkeyPatch) -> list[object]:
     import storage.verify as verify
 
     calls: list[object] = []
-    real = verify.logical_hash_parquet  # type: ignore[attr-defined]
+    real = verify._logical_hash
 
     def spy(source: Any) -> Any:
         calls.append(source)
         return real(source)
 
-    monkeypatch.setattr(verify, "logical_hash_parquet", spy)
+    monkeypatch.setattr(verify, "_logical_hash", spy)
     return calls
 
 
