@@ -28,7 +28,7 @@ from engine.sql import quote_identifier
 from fbs.model.engine import TransformRequestInput
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import Column, DataFrame, SparkSession
     from pyspark.sql.types import StructType
 
 __all__ = [
@@ -178,7 +178,6 @@ def read_input(
     """
     from pyspark.sql import functions as F
 
-    col = F.col(quote_identifier(inp.vocab.offset_column))
     iv = inp.offset_interval
     schema_file = Path(inp.schema_file) if inp.schema_file else None
     if schema_file is not None and schema_file.is_file():
@@ -193,17 +192,23 @@ def read_input(
         # Reading the schema file itself keeps the exact column types of the input.
         source = list(inp.data_paths[:1]) or [str(schema_file)]
         return session.read.schema(schema).parquet(*source).where(F.lit(False))
+
+    def offset() -> Column:
+        # Built only when needed: a PySpark column costs a dozen py4j calls.
+        return F.col(quote_identifier(inp.vocab.offset_column))
+
+    def in_interval() -> Column:
+        return (offset() >= F.lit(iv.start)) & (offset() <= F.lit(iv.end))
+
     if len(plan.slices) > MAX_ORDERED_UNION_FILES:
         df = session.read.schema(schema).parquet(*(s.path for s in plan.slices))
-        df = df.where((col >= F.lit(iv.start)) & (col <= F.lit(iv.end)))
+        df = df.where(in_interval())
         # With one partition a local sort is a total order: no range-partitioning shuffle.
-        return df.coalesce(1).sortWithinPartitions(col)
+        return df.coalesce(1).sortWithinPartitions(offset())
 
     def one(s: SlicePlan) -> DataFrame:
         df = session.read.schema(schema).parquet(s.path)
-        if s.needs_filter:
-            df = df.where((col >= F.lit(iv.start)) & (col <= F.lit(iv.end)))
-        return df
+        return df.where(in_interval()) if s.needs_filter else df
 
     # ODF slices are stored ordered by offset and the coordinator lists them oldest
     # first, so concatenating per-file scans in that order is the offset order.

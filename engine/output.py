@@ -93,12 +93,15 @@ def finish_output(
         first_copied = 0
     else:
         head[1] = StructField(vocab.operation_type_column, IntegerType(), op_field.nullable)
-        rest = [c for c in result.columns if c != op_field.name]
-        # Written under the vocabulary's spelling even if the query used another case.
-        out = result.select(
-            F.col(quote_identifier(op_field.name)).alias(vocab.operation_type_column),
-            *[F.col(quote_identifier(c)) for c in rest],
-        )
+        if result.schema.fields[0].name == vocab.operation_type_column:
+            out = result  # already first, under the vocabulary's spelling
+        else:
+            rest = [c for c in result.columns if c != op_field.name]
+            # Written under the vocabulary's spelling even if the query used another case.
+            out = result.select(
+                F.col(quote_identifier(op_field.name)).alias(vocab.operation_type_column),
+                *[F.col(quote_identifier(c)) for c in rest],
+            )
         op_column = 0
         first_copied = 1
     copied = list(range(first_copied, len(out.columns)))

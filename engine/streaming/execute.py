@@ -46,9 +46,12 @@ folded state becomes the new query's answer without a gap or a duplicate.
 
 from __future__ import annotations
 
+import collections
 import math
 import shutil
+import threading
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
@@ -98,6 +101,8 @@ _EXACT_SUM_AGGREGATES: Final = frozenset({"Sum", "Average"})
 _EXACT_TYPES: Final = frozenset({"tinyint", "smallint", "int", "bigint"})
 _DUP_INDEX: Final = "__odf_dup_index"
 _NET: Final = "__odf_net"
+#: Most queries whose plan facts (`_plan_facts`) the engine process remembers.
+PLAN_FACTS_CACHE_SIZE: Final = 256
 _RANK: Final = "__odf_rank"
 
 
@@ -166,9 +171,9 @@ def run_stateful(
     views = _input_views(session, request, plans, prev, parallel=parallel)
     _register(request, views)
     result = run_steps(session, list(query.steps))
-    _check_output(result, request)
-    mode = _mode(request, query, result)
-    replan = parallel and not (mode == MODE_WINDOW and _order_insensitive(result))
+    facts = _plan_facts(request, query, views, result)
+    mode = facts.mode
+    replan = parallel and not (mode == MODE_WINDOW and facts.order_insensitive)
     parallel = parallel and not replan
     # The mode is decided on the plain views; an input holding retractions is then
     # presented folded (its current state), which adds plan nodes of its own.
@@ -187,14 +192,25 @@ def run_stateful(
         live = session.read.parquet(str(prev[1] / "output"))
     out, retracted = _changes(final, live, mode, sort=parallel)
     columns, schema = _output_layout(out, request)
-    num = write_single_parquet(out, request.new_data_path, columns, spark_schema=schema)
-
+    if mode == MODE_WINDOW and parallel:
+        # One aggregation, written sorted as one partition: adaptive execution has
+        # nothing to adapt, and would split the write into two Spark jobs and re-plan
+        # in between (a fixed cost on every run).
+        session.conf.set("spark.sql.adaptive.enabled", "false")
     new_frontier = gate_us if gate_us is not None else frontier
-    inputs = _save_inputs(request, query, plans, prev, mode, new_frontier, state_dir)
+    # The retained rows are read and written with pyarrow (no Spark job), so they are
+    # saved on a thread while Spark computes the output: that job's last stage runs on
+    # one core, and the py4j call only waits.
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="odf-retain") as pool:
+        saving = pool.submit(
+            _save_inputs, request, query, plans, prev, mode, new_frontier, state_dir
+        )
+        num = write_single_parquet(out, request.new_data_path, columns, spark_schema=schema)
+        inputs = saving.result()
     has_output = False
-    if mode == MODE_CHANGELOG:
+    if retracted is not None:
         has_output = _save_live(session, request, live, retracted, result, state_dir)
-    retracted.unpersist()
+        retracted.unpersist()
     state = StreamState(
         fingerprint=query.fingerprint,
         mode=mode,
@@ -349,6 +365,58 @@ def _versions(df: DataFrame, inp: TransformRequestInput, source: TemporalSource)
 # -- query analysis ---------------------------------------------------------------------------
 
 
+@dataclass(frozen=True, slots=True)
+class _PlanFacts:
+    """What the executor decides from a query's plan: its mode, and (window mode) whether
+    its aggregates are order-free (`_order_insensitive`)."""
+
+    mode: str
+    order_insensitive: bool
+
+
+_PLAN_FACTS: collections.OrderedDict[tuple[Any, ...], _PlanFacts] = collections.OrderedDict()
+_PLAN_FACTS_LOCK: Final = threading.Lock()
+
+
+def _plan_facts(
+    request: TransformRequest,
+    query: RewrittenQuery,
+    views: Sequence[DataFrame],
+    result: DataFrame,
+) -> _PlanFacts:
+    """Check the output of ``result`` and decide its mode, once per query and input schemas.
+
+    Both depend only on the rewritten query, the input views' schemas and the
+    vocabularies, which stay the same from one pull to the next; deciding them means
+    optimizing the plan and walking it over py4j, so the engine process remembers them
+    (`PLAN_FACTS_CACHE_SIZE` entries). Failures are not remembered.
+
+    Raises:
+        InvalidQuery: see `_check_output`.
+    """
+    key = (
+        query.fingerprint,
+        request.vocab,
+        tuple(
+            (inp.query_alias, inp.vocab, v._jdf.schema().json())
+            for inp, v in zip(request.query_inputs, views, strict=True)
+        ),
+    )
+    with _PLAN_FACTS_LOCK:
+        cached = _PLAN_FACTS.get(key)
+        if cached is not None:
+            _PLAN_FACTS.move_to_end(key)
+            return cached
+    _check_output(result, request)
+    mode = _mode(request, query, result)
+    facts = _PlanFacts(mode, mode == MODE_WINDOW and _order_insensitive(result))
+    with _PLAN_FACTS_LOCK:
+        _PLAN_FACTS[key] = facts
+        while len(_PLAN_FACTS) > PLAN_FACTS_CACHE_SIZE:
+            _PLAN_FACTS.popitem(last=False)
+    return facts
+
+
 def _check_output(result: DataFrame, request: TransformRequest) -> None:
     vocab = request.vocab
     names = {f.name.lower() for f in result.schema.fields}
@@ -439,29 +507,35 @@ def _final_rows(
     Window results are final when their window ended by the gate, others when their event
     time is at or before it; ``after_us`` excludes windows emitted by earlier runs.
     """
-    from pyspark.sql import functions as F
-
-    indexed = result.withColumn(_ROW_INDEX, F.monotonically_increasing_id())
+    # Conditions are SQL text: a PySpark column expression costs a dozen py4j calls, a
+    # fixed cost of every run.
+    indexed = result.selectExpr("*", f"monotonically_increasing_id() AS {_ROW_INDEX}")
     if gate_us is None:
         # No watermark yet: a window can never close without one, while any other row
         # is emitted now and corrected later if need be (the output stays the answer).
         none = WINDOW_END_COLUMN in result.columns
-        return _visible(indexed.where(F.lit(False)) if none else indexed)
-    if WINDOW_END_COLUMN in result.columns:
-        # Flink fires a window at end - 1 ms; with millisecond watermarks that is end <= W.
-        time = F.col(WINDOW_END_COLUMN)
-    else:
-        time = F.col(quote_identifier(request.vocab.event_time_column))
-    cond = time <= _ts(gate_us)
+        return _visible(indexed.where("false") if none else indexed)
+    windowed = WINDOW_END_COLUMN in result.columns
+    # Flink fires a window at end - 1 ms; with millisecond watermarks that is end <= W.
+    time = quote_identifier(WINDOW_END_COLUMN if windowed else request.vocab.event_time_column)
+    cond = f"{time} <= timestamp_micros({int(gate_us)})"
     if after_us is not None:
-        cond = cond & (time > _ts(after_us))
+        cond += f" AND {time} > timestamp_micros({int(after_us)})"
+    if windowed:
+        # Spark would push a condition on the window end (a grouping key) below the
+        # aggregation into the scan, and generated code inlines timestamp literals: the
+        # scan stage would be new code every run (compiled, then run cold by the JIT).
+        # A conjunct on the non-deterministic row index keeps the filter on the few
+        # aggregated rows, so the scan stage's code is the same in every run.
+        cond += f" AND {_ROW_INDEX} IS NOT NULL"
     return _visible(indexed.where(cond))
 
 
 def _changes(
     final: DataFrame, live: DataFrame | None, mode: str, *, sort: bool
-) -> tuple[DataFrame, DataFrame]:
-    """The rows to write (``op`` first) and the retracted live rows (with their offsets).
+) -> tuple[DataFrame, DataFrame | None]:
+    """The rows to write (``op`` first) and, in changelog mode, the retracted live rows
+    (with their offsets).
 
     With ``sort`` (a result computed across partitions, whose row order may follow the
     partitioning) the rows are written sorted by their columns, so that every run and
@@ -473,14 +547,19 @@ def _changes(
     data = [c for c in final.columns if c != _ROW_INDEX]
     if mode == MODE_WINDOW or live is None:
         # A filter keeps the result's order, which the row index only records: no sort.
-        adds = final.select(F.lit(OP_APPEND).cast("int").alias("op"), *[_col(c) for c in data])
+        # SQL text, not column expressions: far fewer py4j calls on every run.
+        adds = final.selectExpr(
+            f"CAST({OP_APPEND} AS INT) AS op", *[quote_identifier(c) for c in data]
+        )
         if sort:
             order = [
-                _col(f.name)
+                quote_identifier(f.name)
                 for f in final.schema.fields
                 if f.name in data and not isinstance(f.dataType, MapType)
             ]
-            adds = adds.coalesce(1).sortWithinPartitions(*order)
+            adds = _sorted_one_partition(adds, order)
+        if mode == MODE_WINDOW:
+            return adds, None
         return adds, final.sparkSession.createDataFrame([], f"{OFFSET_COLUMN} long")
     keys = [f"c{i}" for i in range(len(data))]
     cand = _dup_indexed(
@@ -513,6 +592,20 @@ def _changes(
         )
     )
     return out, retract.select(OFFSET_COLUMN)
+
+
+def _sorted_one_partition(df: DataFrame, order: list[str]) -> DataFrame:
+    """``df.coalesce(1).sortWithinPartitions(*order)`` for SQL identifiers ``order``,
+    built with two py4j calls instead of a dozen per column."""
+    from pyspark.sql import DataFrame as PyDataFrame
+
+    one = df.coalesce(1)
+    if not order:
+        return one
+    jdf: Any = one._jdf
+    sc: Any = df.sparkSession.sparkContext
+    rest = sc._jvm.PythonUtils.toSeq(order[1:])
+    return PyDataFrame(jdf.sortWithinPartitions(order[0], rest), df.sparkSession)
 
 
 def _dup_indexed(df: DataFrame, keys: list[str], order: Column) -> DataFrame:

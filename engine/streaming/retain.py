@@ -5,7 +5,9 @@ request's offset interval. What the next run needs of it is either all of it (ch
 mode) or the rows at or after a cut-off event time (window mode: the rows of open windows).
 Reading those files again with pyarrow's vectorized filters costs a fraction of a Spark job
 (measured: 0.05 s vs 0.3 s per 1M-row slice), and keeps the checkpoint's rows in the view's
-order: retained first, then the slices in offset order.
+order: retained first, then the slices in offset order. With a cut-off, row groups whose
+event-time statistics end before it are not read at all: slices arrive roughly in event-time
+order, so a window query typically reads only the last row groups of a slice.
 """
 
 from __future__ import annotations
@@ -52,9 +54,9 @@ def retain_rows(
     folder.mkdir(parents=True, exist_ok=True)
     parts: list[pa.Table] = []
     for path in retained:
-        parts.append(_keep(pq.read_table(path), inp, cutoff_us, offsets=False))
+        parts.append(_keep(_read(path, inp, cutoff_us), inp, cutoff_us, offsets=False))
     for s in plan.slices:
-        parts.append(_keep(pq.read_table(s.path), inp, cutoff_us, offsets=s.needs_filter))
+        parts.append(_keep(_read(s.path, inp, cutoff_us), inp, cutoff_us, offsets=s.needs_filter))
     if not parts:
         return 0
     schema = parts[-1].schema
@@ -63,6 +65,47 @@ def retain_rows(
     )
     pq.write_table(table, folder / RETAINED_FILE, compression="snappy")
     return int(table.num_rows)
+
+
+def _read(path: str | Path, inp: TransformRequestInput, cutoff_us: int | None) -> pa.Table:
+    """The rows of the file at ``path`` that may be at or after ``cutoff_us``: row groups
+    whose event-time maximum (footer statistics) is before it are skipped."""
+    if cutoff_us is None:
+        return pq.read_table(path)
+    with pq.ParquetFile(path) as f:
+        meta = f.metadata
+        field = _event_time_field(f.schema_arrow, inp.vocab.event_time_column)
+        if field is None:
+            return f.read()
+        index, unit = field
+        groups = [
+            g
+            for g in range(meta.num_row_groups)
+            if not _ends_before(meta.row_group(g).column(index).statistics, unit, cutoff_us)
+        ]
+        if len(groups) == meta.num_row_groups:
+            return f.read()
+        return f.read_row_groups(groups) if groups else f.schema_arrow.empty_table()
+
+
+def _event_time_field(schema: pa.Schema, name: str) -> tuple[int, str] | None:
+    """(leaf column index, time unit) of a top-level timestamp column ``name``, else None."""
+    index = schema.get_field_index(name)
+    if index < 0 or not pa.types.is_timestamp(schema.field(index).type):
+        return None
+    if any(pa.types.is_nested(schema.field(i).type) for i in range(index)):
+        return None  # leaf columns no longer line up with top-level fields
+    return index, str(schema.field(index).type.unit)
+
+
+def _ends_before(stats: pq.Statistics | None, unit: str, cutoff_us: int) -> bool:
+    """True if the statistics prove every value of a column chunk is before ``cutoff_us``."""
+    if stats is None or not stats.has_min_max or stats.physical_type != "INT64":
+        return False
+    top = int(stats.max_raw)
+    # The largest microsecond value any row of the chunk can have (rounded up).
+    top_us = {"s": top * 1_000_000, "ms": top * 1_000, "us": top}.get(unit, -(-top // 1_000))
+    return top_us < cutoff_us
 
 
 def _keep(
