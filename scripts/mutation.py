@@ -45,6 +45,10 @@ DEFAULT_TESTS: dict[str, list[str]] = {
         "tests/fbs/test_codec_vectors.py",
         "tests/fbs/test_codec_roundtrip.py",
         "tests/fbs/test_decoder_rules.py",
+        # Half the selection's time (27 of 51 s traced), and they only assert that no
+        # exception but MalformedBlock escapes: every mutant is run without them.
+        "--deselect=tests/fbs/test_fuzz_decode.py::test_exhaustive_single_byte_mutations_setinfo",
+        "--deselect=tests/fbs/test_fuzz_decode.py::test_single_byte_mutations_large_block",
     ],
     "fbs/logical_hash.py": [
         "tests/fbs/test_logical_hash.py",

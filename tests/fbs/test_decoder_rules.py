@@ -11,6 +11,7 @@ from __future__ import annotations
 import struct
 from typing import Any
 
+import flatbuffers
 import pytest
 
 import fbs.model as m
@@ -147,6 +148,60 @@ def test_table_sizes_are_unsigned_16_bit() -> None:
     data += struct.pack("<i", table - 4).ljust(field, b"\0")
     data += struct.pack("<I", 4) + struct.pack("<I", 2) + b"ab\0"
     assert decode_table(m.SetVocab, bytes(data)) == m.SetVocab(offset_column="ab")
+
+
+def test_offset_field_inside_its_table() -> None:
+    """A string's 4-byte offset at the end of its table: 4 bytes fit, 3 do not."""
+    data = bytearray(encode_table(m.SetVocab(offset_column="ab")))
+    table = u32(data, 0)
+    off = u16(data, slot_entry(data, table, m.SetVocab, "offset_column"))
+    obj_len_at = vtable_of(data, table) + 2
+    struct.pack_into("<H", data, obj_len_at, off + 4)
+    assert decode_table(m.SetVocab, bytes(data)) == m.SetVocab(offset_column="ab")
+    struct.pack_into("<H", data, obj_len_at, off + 3)
+    with pytest.raises(MalformedBlock, match=f"field offset {off} outside its table"):
+        decode_table(m.SetVocab, bytes(data))
+
+
+def test_string_length_word_inside_the_buffer() -> None:
+    """An offset to the last 2 bytes: the length word itself lies past the end."""
+    data = bytearray(encode_table(m.SetVocab(offset_column="ab")))
+    table = u32(data, 0)
+    field = table + u16(data, slot_entry(data, table, m.SetVocab, "offset_column"))
+    struct.pack_into("<I", data, field, len(data) - 2 - field)
+    with pytest.raises(
+        MalformedBlock, match=f"offset {len(data) - 2} outside the {len(data)}-byte"
+    ):
+        decode_table(m.SetVocab, bytes(data))
+
+
+def test_root_table_at_position_0_is_its_own_offset() -> None:
+    """A root offset of 0 makes the offset word the table: its vtable length is 0."""
+    with pytest.raises(MalformedBlock, match="invalid vtable length 0"):
+        decode_table(m.SetVocab, bytes(8) + bytes(minimal_table())[8:])
+
+
+def test_shared_strings_vector() -> None:
+    """Ten offsets to one empty string: the vector holds 4 bytes per element, no more."""
+    b = flatbuffers.Builder(64)
+    empty = b.CreateString("")
+    b.StartVector(4, 10, 4)
+    for _ in range(10):
+        b.PrependUOffsetTRelative(empty)
+    vector = b.EndVector()
+    b.StartObject(2)
+    b.PrependUOffsetTRelativeSlot(1, vector, 0)
+    b.Finish(b.EndObject())
+    assert decode_table(m.SetInfo, bytes(b.Output())) == m.SetInfo(keywords=("",) * 10)
+
+
+def test_buffer_types_and_size_limit_boundary() -> None:
+    data = encode_table(VOCAB)
+    for same in (bytearray(data), memoryview(data)):
+        assert decode_table(m.SetVocab, same) == VOCAB
+    assert decode_table(m.SetVocab, data, DecodeLimits(max_block_bytes=len(data))) == VOCAB
+    with pytest.raises(BlockLimitExceeded, match=f"{len(data)}-byte buffer exceeds"):
+        decode_table(m.SetVocab, data, DecodeLimits(max_block_bytes=len(data) - 1))
 
 
 def test_vtable_may_end_at_the_buffer_end() -> None:
