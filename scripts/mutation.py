@@ -98,6 +98,12 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     p.add_argument("--no-constants", action="store_true", help="skip the constant mutants")
     p.add_argument("--json", type=Path, help="also write the verdicts as JSON to this file")
     p.add_argument(
+        "--rerun",
+        type=Path,
+        metavar="JSON",
+        help="test again only the survivors of an earlier --json file (after adding tests)",
+    )
+    p.add_argument(
         "--report-only", action="store_true", help="report the verdicts already in --workdir"
     )
     p.add_argument("--generate-only", action="store_true", help=argparse.SUPPRESS)
@@ -449,10 +455,22 @@ def run_all(
     make_copy(workdir)
     write_config(workdir, module, tests)
     names = generate(workdir)
+    if args.rerun:
+        return rerun_survivors(workdir, args.rerun), names
     chosen: list[str] = []
     if 0 < args.sample < len(names):
         chosen = sorted(random.Random(args.seed).sample(names, args.sample))
     return Verdicts(status=run_mutmut(workdir, chosen)), names
+
+
+def rerun_survivors(workdir: Path, earlier: Path) -> Verdicts:
+    """The verdicts of an earlier run, its mutmut survivors tested again."""
+    status: dict[str, str] = json.loads(earlier.read_text())["status"]
+    again = [n for n, s in sorted(status.items()) if s in SURVIVED and not n.startswith("const:")]
+    kept = {n: s for n, s in status.items() if not n.startswith("const:")}
+    if again:
+        kept.update(run_mutmut(workdir, again))
+    return Verdicts(status=kept)
 
 
 def asdict_verdicts(verdicts: Verdicts) -> dict[str, object]:
