@@ -560,7 +560,7 @@ class Workspace:
 
     def delete(self, ref: str | DatasetId) -> DatasetEntry:
         """Delete a dataset: it disappears atomically; its key is retired, not erased; its
-        caches (chain state, verified-read stamps) are dropped.
+        caches (chain state, verified-read stamps, sound slices) are dropped.
 
         Raises:
             InvalidAlias / InvalidDid / DatasetNotFound: see `resolve`.
@@ -586,6 +586,9 @@ class Workspace:
             assert record is not None
             record.unlink(missing_ok=True)
             forget_under(entry.path)
+            from storage.verify import SOUND_SLICES_DIR  # only delete needs it
+
+            (cache.parent.parent / SOUND_SLICES_DIR / cache.name).unlink(missing_ok=True)
         shutil.rmtree(trash, ignore_errors=True)
         return entry
 

@@ -40,6 +40,7 @@ from node.errors import EngineManagerError, EngineSettingsError
 from storage import verified
 from storage.dataset import Dataset
 from storage.errors import CorruptObject, DamagedObject
+from storage.verify import SOUND_SLICES_DIR
 from storage.workspace import Workspace
 from tests.node.test_fault_campaign import build_pristine
 from tests.storage.test_dataset import write_checkpoint
@@ -454,7 +455,7 @@ def test_full_verify_with_a_damaged_checkpoint_exits_5(derivative: Path, tmp_pat
     assert "deriv: FAILED" in r.stdout
 
 
-def test_delete_drops_the_verified_read_stamps(derivative: Path, tmp_path: Path) -> None:
+def test_delete_drops_the_dataset_caches(derivative: Path, tmp_path: Path) -> None:
     project = tmp_path / "project"
     shutil.copytree(derivative, project, symlinks=True)
     for alias in ("root", "deriv"):  # reads remember every slice (process and record)
@@ -470,7 +471,10 @@ def test_delete_drops_the_verified_read_stamps(derivative: Path, tmp_path: Path)
         return [k for k in verified._SEEN if k.startswith(f"{d}{os.sep}")]
 
     assert stamps_under(deriv_dir)
+    assert cli.main(["--workspace", str(project), "verify", "--integrity"]) == 0
+    sound = project / ".odf" / "cache" / SOUND_SLICES_DIR / f"{deriv_dir.name}.json"
+    assert sound.is_file()
     assert cli.main(["--workspace", str(project), "delete", "--yes", "deriv"]) == 0
-    assert not deriv_record.exists() and not stamps_under(deriv_dir)
+    assert not deriv_record.exists() and not stamps_under(deriv_dir) and not sound.exists()
     assert root_record.is_file()  # the other dataset's stamps stay
     assert cli.main(["--workspace", str(project), "verify", "--integrity"]) == 0
