@@ -76,8 +76,10 @@ def test_list_of_all_null_items_of_null_type() -> None:
     only_nulls = pa.array([None, None], pa.list_(pa.null()))
     assert array_digest(only_nulls) == ref_array_digest(only_nulls)
     assert array_digest(only_nulls.slice(1)) == ref_array_digest(only_nulls.slice(1))
-    with pytest.raises(UnsupportedDataType, match="Null type"):
-        array_digest(pa.array([[None], None], pa.list_(pa.null())))
+    valid_lists: list[list[Any]] = [[[None], None], [[None], []], [[]]]
+    for valid in valid_lists:
+        with pytest.raises(UnsupportedDataType, match="Null type"):
+            array_digest(pa.array(valid, pa.list_(pa.null())))
 
 
 # -- splitting chunks by payload size -----------------------------------------------------------
@@ -257,3 +259,22 @@ def test_multi_chunk_digest_through_the_worker() -> None:
     """Several 1 MiB+ chunks of one column, all via the thread, equal the reference."""
     arr = pa.array([f"row-{i:08d}" for i in range(300_000)])  # ~6 MB of stream
     assert array_digest(arr) == ref_array_digest(arr)
+
+
+def test_record_digest_chunk_rows(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A record digest prepares each column in pieces of its ``chunk_rows`` rows."""
+    batch = pa.record_batch([pa.array(["a", "b", "c", "d", "e"])], names=["s"])
+    expected = lh.RecordDigest(batch.schema)
+    expected.update(batch)
+    counted: list[int] = []
+    real = lh._stream_bytes
+
+    def spy(part: pa.Array, mask: Any) -> Any:
+        counted.append(len(part))
+        return real(part, mask)
+
+    monkeypatch.setattr(lh, "_stream_bytes", spy)
+    digest = lh.RecordDigest(batch.schema, chunk_rows=2)
+    digest.update(batch)
+    assert counted == [2, 2, 1]
+    assert digest.finalize() == expected.finalize()
