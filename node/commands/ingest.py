@@ -240,9 +240,10 @@ def _column_cells(col: pa.ChunkedArray) -> list[Any]:
 
         epoch = dt.datetime(1970, 1, 1, tzinfo=dt.UTC if t.tz else None)
         per = _TIMESTAMP_US[t.unit]
+        # A zero-copy view, not a cast: casting imports pyarrow.compute (slow too).
+        ints = [v for chunk in col.chunks for v in chunk.view(pa.int64()).to_pylist()]
         return [
-            None if v is None else _cell(epoch + dt.timedelta(microseconds=v * per))
-            for v in col.cast(pa.int64()).to_pylist()
+            None if v is None else _cell(epoch + dt.timedelta(microseconds=v * per)) for v in ints
         ]
     return [_cell(v) for v in col.to_pylist()]
 
