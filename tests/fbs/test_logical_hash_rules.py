@@ -76,6 +76,8 @@ def test_list_of_all_null_items_of_null_type() -> None:
     only_nulls = pa.array([None, None], pa.list_(pa.null()))
     assert array_digest(only_nulls) == ref_array_digest(only_nulls)
     assert array_digest(only_nulls.slice(1)) == ref_array_digest(only_nulls.slice(1))
+    nested = pa.array([[], None, []], pa.list_(pa.list_(pa.null())))  # no inner list at all
+    assert array_digest(nested) == ref_array_digest(nested)
     valid_lists: list[list[Any]] = [[[None], None], [[None], []], [[]]]
     for valid in valid_lists:
         with pytest.raises(UnsupportedDataType, match="Null type"):
