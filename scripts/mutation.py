@@ -39,20 +39,20 @@ PACKAGES = ("fbs", "storage", "engine", "node", "p2p")
 # The narrowest test selection that covers each module (no Spark tests): what a mutant of
 # the module is run against, unless --tests says otherwise.
 DEFAULT_TESTS: dict[str, list[str]] = {
-    "storage/chain.py": ["tests/storage/test_chain.py", "tests/storage/test_chain_rules.py"],
+    "storage/chain.py": ["tests/storage/test_chain_rules.py", "tests/storage/test_chain.py"],
     "fbs/codec/decoder.py": [
+        "tests/fbs/test_decoder_rules.py",
         "tests/fbs/test_fuzz_decode.py",
         "tests/fbs/test_codec_vectors.py",
         "tests/fbs/test_codec_roundtrip.py",
-        "tests/fbs/test_decoder_rules.py",
         # Half the selection's time (27 of 51 s traced), and they only assert that no
         # exception but MalformedBlock escapes: every mutant is run without them.
         "--deselect=tests/fbs/test_fuzz_decode.py::test_exhaustive_single_byte_mutations_setinfo",
         "--deselect=tests/fbs/test_fuzz_decode.py::test_single_byte_mutations_large_block",
     ],
     "fbs/logical_hash.py": [
-        "tests/fbs/test_logical_hash.py",
         "tests/fbs/test_logical_hash_rules.py",
+        "tests/fbs/test_logical_hash.py",
     ],
 }
 
@@ -369,26 +369,37 @@ def run_constants(workdir: Path, module: str, tests: Sequence[str]) -> dict[str,
     """Test every constant mutant with ``pytest -x`` in a second private copy."""
     target = workdir / "constants"
     make_copy(target)
-    if not pytest_passes(target, tests):
+    started = time.monotonic()
+    if pytest_passes(target, tests, timeout=None) is not True:
         raise SystemExit(f"the tests fail on the unmutated copy in {target}")
+    # Like mutmut: a mutant that makes the tests much slower (a chunk size of 0) is a timeout.
+    limit = 60 + 5 * (time.monotonic() - started)
     path = target / module
     source = path.read_text()
     verdicts: dict[str, str] = {}
     for m in constant_mutants(source):
         path.write_text(apply_constant(source, m))
-        verdicts[m.name] = "survived" if pytest_passes(target, tests) else "killed"
+        passed = pytest_passes(target, tests, timeout=limit)
+        verdicts[m.name] = {True: "survived", False: "killed", None: "timeout"}[passed]
         print(f"    {m.name}: {verdicts[m.name]}", flush=True)
     path.write_text(source)
     return verdicts
 
 
-def pytest_passes(workdir: Path, tests: Sequence[str]) -> bool:
-    """Whether the tests pass in ``workdir``, importing its packages, not the install."""
+def pytest_passes(workdir: Path, tests: Sequence[str], timeout: float | None) -> bool | None:
+    """Whether the tests pass in ``workdir`` (its packages, not the install); None: timeout."""
     env = dict(os.environ, PYTHONPATH=str(workdir))
     args = ["-x", "-q", "-p", "no:cacheprovider", "--hypothesis-seed=0", *tests]
-    proc = subprocess.run(
-        [sys.executable, "-m", "pytest", *args], cwd=workdir, env=env, capture_output=True
-    )
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-m", "pytest", *args],
+            cwd=workdir,
+            env=env,
+            capture_output=True,
+            timeout=timeout,
+        )
+    except subprocess.TimeoutExpired:
+        return None
     return proc.returncode == 0
 
 
