@@ -280,3 +280,55 @@ def test_record_digest_chunk_rows(monkeypatch: pytest.MonkeyPatch) -> None:
     digest.update(batch)
     assert counted == [2, 2, 1]
     assert digest.finalize() == expected.finalize()
+
+
+def item_spy(real: Any, items: list[int]) -> Any:
+    """A stand-in for ``_element_stream`` that records the length of list items it gets."""
+
+    def spy(part: pa.Array, mask: Any, depth: int) -> Any:
+        if depth > 0:
+            items.append(len(part))
+        return real(part, mask, depth)
+
+    return spy
+
+
+def test_sliced_list_array_prepares_only_its_items(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Hashing a slice of a list array streams the slice's items, not all that follow."""
+    big = pa.array([[i, i + 1, i + 2] for i in range(100)], pa.list_(pa.int64()))
+    fixed = pa.array([[i, i + 1, i + 2] for i in range(100)], pa.list_(pa.int64(), 3))
+    for array in (big, fixed, big.cast(pa.large_list(pa.int64()))):
+        items: list[int] = []
+        monkeypatch.setattr(lh, "_element_stream", item_spy(lh._element_stream, items))
+        window = array.slice(10, 4)
+        assert array_digest(window) == ref_array_digest(window)
+        monkeypatch.undo()
+        assert items == [12]
+
+
+def test_record_digest_uses_one_hashing_thread(monkeypatch: pytest.MonkeyPatch) -> None:
+    """All columns of a record digest share one worker (one thread, in feed order)."""
+    column = pa.array([f"row-{i:08d}" for i in range(100_000)])  # > 1 MiB of stream
+    batch = pa.record_batch([column, column], names=["a", "b"])
+    digest = lh.RecordDigest(batch.schema)
+    before = {t.ident for t in threading.enumerate()}
+    digest.update(batch)
+    workers = [
+        t
+        for t in threading.enumerate()
+        if t.ident not in before and t.name.startswith("logical-hash")
+    ]
+    digest.finalize()
+    assert len(workers) == 1
+
+
+@pytest.mark.parametrize(
+    ("dtype", "message"),
+    [(pa.null(), "Null type"), (pa.map_(pa.string(), pa.int8()), "cannot hash type map")],
+)
+def test_stream_chunks_refuses_unhashable_arrays_even_empty(
+    dtype: pa.DataType, message: str
+) -> None:
+    """The chunker refuses Null and unsupported types itself, before looking at any row."""
+    with pytest.raises(UnsupportedDataType, match=message):
+        list(lh._stream_chunks(pa.array([], dtype), None, 10))
