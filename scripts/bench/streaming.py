@@ -31,7 +31,10 @@ every phase (JIT, class loading):
 3. baseline (b): the same query as a plain Spark batch job: ``spark.read.parquet`` of all
    slices, ``groupBy(window(event_time, '1 hour'), k).agg(...)``, written to Parquet.
 
-Prints the ratios baseline/incremental (target >= 0.5 vs the batch job (b)) and verifies
+Prints the ratios baseline/incremental (target >= 0.5 vs the batch job (b)), the CPU
+seconds (driver JVM + Python) of each phase (a figure the other load on a shared machine
+disturbs less than wall time, which it stretches most for the phase with the most sequential
+steps) and verifies
 that the concatenated incremental output equals (a)'s output as a multiset, and (b)'s
 windows that the watermark closed (OK / MISMATCH, exit status 1 on mismatch or when the
 retained rows exceed one window's rows). With ``--big`` (or several ``--rows``) every size
@@ -278,6 +281,20 @@ class Memory:
         """Non-heap used (Metaspace, code cache): grows with generated classes."""
         return sum(int(p.getUsage().getUsed()) for p in self.non_heap_pools)
 
+    def cpu_seconds(self) -> float:
+        """CPU time (user + system) of the driver JVM and of this Python process so far.
+
+        Other processes on the machine slow every wall-clock phase, the more so the more
+        sequential steps a phase has; CPU time shows the work a phase did whatever the load.
+        """
+        own = os.times()
+        jvm = 0.0
+        stat = Path(f"/proc/{self.pid}/stat") if self.pid else None
+        if stat is not None and stat.exists():
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            jvm = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        return jvm + own.user + own.system
+
     def rss(self) -> tuple[int, int]:
         """(current RSS, peak RSS) of the JVM in bytes; (0, 0) without /proc."""
         if self.status is None or not self.status.exists():
@@ -293,6 +310,7 @@ class Memory:
 @dataclass
 class RunStats:
     seconds: float
+    cpu_seconds: float
     out_rows: int
     checkpoint_bytes: int
     retained_rows: int
@@ -350,9 +368,11 @@ def engine_run(
     memory.reset_peaks()
     timer.take()
     first_job = last_job_id(spark)
+    cpu = memory.cpu_seconds()
     start = time.perf_counter()
     result = execute_transform(spark, make_request(slices, schema, next_offset, prev, work))
     elapsed = time.perf_counter() - start
+    cpu = memory.cpu_seconds() - cpu
     phases = timer.take()
     jobs = last_job_id(spark) - first_job
     if not isinstance(result, TransformResponseSuccess):
@@ -368,6 +388,7 @@ def engine_run(
     rss, rss_peak = memory.rss()
     stats = RunStats(
         seconds=elapsed,
+        cpu_seconds=cpu,
         out_rows=table.num_rows,
         checkpoint_bytes=checkpoint.stat().st_size,
         retained_rows=retained,
@@ -540,7 +561,9 @@ def bench_session(
 
     memory.heap_live()
     memory.reset_peaks()
+    batch_cpu = memory.cpu_seconds()
     batch_seconds = run_batch_job(spark, slices, tmp / "batch")
+    batch_cpu = memory.cpu_seconds() - batch_cpu
     batch_heap = memory.heap_peak()
     _, batch_rss = memory.rss()
     print(
@@ -582,6 +605,12 @@ def bench_session(
         f"ratio baseline/incremental, (b) batch job: {batch_seconds / inc_total:.3f} "
         f"(target >= 0.5)"
     )
+    inc_cpu = sum(s.cpu_seconds for s in stats)
+    print(
+        f"  CPU seconds (driver JVM + Python): incremental {inc_cpu:.2f}, (a) "
+        f"{one.cpu_seconds:.2f}, (b) {batch_cpu:.2f}; CPU ratio (b)/incremental "
+        f"{batch_cpu / inc_cpu:.3f}"
+    )
     print("  checkpoint after each run: " + ", ".join(_mb(s.checkpoint_bytes) for s in stats))
     print(
         "  retained input rows after each run: " + ", ".join(f"{s.retained_rows:,}" for s in stats)
@@ -620,6 +649,8 @@ def bench_session(
         "incremental_s": inc_total,
         "one_run_s": one.seconds,
         "batch_s": batch_seconds,
+        "incremental_cpu_s": inc_cpu,
+        "batch_cpu_s": batch_cpu,
         "runs": [asdict(s) for s in stats],
         "max_checkpoint_bytes": max(s.checkpoint_bytes for s in stats),
         "max_retained_rows": max_retained,
