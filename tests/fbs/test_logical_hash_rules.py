@@ -324,7 +324,11 @@ def test_record_digest_uses_one_hashing_thread(monkeypatch: pytest.MonkeyPatch) 
 
 @pytest.mark.parametrize(
     ("dtype", "message"),
-    [(pa.null(), "Null type"), (pa.map_(pa.string(), pa.int8()), "cannot hash type map")],
+    [
+        (pa.null(), "Null type"),
+        (pa.map_(pa.string(), pa.int8()), "cannot hash type map"),
+        (pa.duration("s"), "cannot hash type duration"),
+    ],
 )
 def test_stream_chunks_refuses_unhashable_arrays_even_empty(
     dtype: pa.DataType, message: str
