@@ -521,13 +521,6 @@ def _final_rows(
     cond = f"{time} <= timestamp_micros({int(gate_us)})"
     if after_us is not None:
         cond += f" AND {time} > timestamp_micros({int(after_us)})"
-    if windowed:
-        # Spark would push a condition on the window end (a grouping key) below the
-        # aggregation into the scan, and generated code inlines timestamp literals: the
-        # scan stage would be new code every run (compiled, then run cold by the JIT).
-        # A conjunct on the non-deterministic row index keeps the filter on the few
-        # aggregated rows, so the scan stage's code is the same in every run.
-        cond += f" AND {_ROW_INDEX} IS NOT NULL"
     return _visible(indexed.where(cond))
 
 
