@@ -34,7 +34,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import pyarrow as pa
-import pyarrow.parquet as pq
+from benchdata import TS, build_root, system_schema
 
 ALIAS = "bench.cities"
 GROUP_BY = (
@@ -59,74 +59,33 @@ def odf_command() -> list[str]:
 
 def build(root: Path, rows: int, slices: int) -> Path:
     """A workspace with the dataset; returns a folder linking exactly its slices."""
-    from fbs.arrow_schema import data_schema_from_arrow
-    from fbs.model import (
-        AddData,
-        DatasetKind,
-        DatasetSnapshot,
-        DataSlice,
-        OffsetInterval,
-        SetDataSchema,
-    )
-    from fbs.timestamp import Timestamp
-    from storage.hashing import logical_hash_parquet, physical_hash_file
     from storage.workspace import Workspace
 
-    ts = pa.timestamp("ms", tz="UTC")
-    schema = pa.schema(
-        [
-            pa.field("offset", pa.int64(), nullable=False),
-            pa.field("op", pa.int32(), nullable=False),
-            pa.field("system_time", ts, nullable=False),
-            pa.field("event_time", ts),
-            pa.field("city", pa.string()),
-            pa.field("population", pa.int64()),
-        ]
-    )
-    ws = Workspace.init(root)
-    ds = ws.add_snapshot(DatasetSnapshot(name=ALIAS, kind=DatasetKind.Root, metadata=()))
-    clock = int(time.time() * 1000)
-    head = ds.commit(
-        SetDataSchema(schema=data_schema_from_arrow(schema)),
-        system_time=Timestamp(clock * 1_000_000),
-        expected_head=ds.head(),
-    ).new_head
+    schema = system_schema(pa.field("city", pa.string()), pa.field("population", pa.int64()))
     cities = pa.array([f"city-{i:04}" for i in range(1000)])
-    files = root.parent / "files"
-    files.mkdir()
     per = rows // slices
-    prev = None
-    for s in range(slices):
-        start = s * per
+
+    def make(s: int, start: int, clock: int) -> pa.Table:
         idx = pa.array(range(start, start + per), pa.int64())
-        table = pa.table(
+        return pa.table(
             {
                 "offset": idx,
                 "op": pa.array([0] * per, pa.int32()),
-                "system_time": pa.array([clock + s] * per, ts),
-                "event_time": pa.array(range(clock - per, clock), pa.int64()).cast(ts),
+                "system_time": pa.array([clock + s] * per, TS),
+                "event_time": pa.array(range(clock - per, clock), pa.int64()).cast(TS),
                 "city": cities.take(pa.array([i % 1000 for i in range(start, start + per)])),
                 "population": idx,
             },
             schema=schema,
         )
-        path = root.parent / f"slice-{s}.parquet"
-        pq.write_table(table, path)
-        physical, size = physical_hash_file(path)
-        event = AddData(
-            prev_offset=prev,
-            new_data=DataSlice(
-                logical_hash=logical_hash_parquet(path),
-                physical_hash=physical,
-                offset_interval=OffsetInterval(start=start, end=start + per - 1),
-                size=size,
-            ),
-        )
-        when = Timestamp((clock + s + 1) * 1_000_000)
-        head = ds.commit(event, system_time=when, expected_head=head, data_file=path).new_head
-        os.link(ds.layout.data.path_of(physical), files / f"{physical.to_multibase()}.parquet")
-        path.unlink()
-        prev = start + per - 1
+
+    _ds, slice_files = build_root(
+        Workspace.init(root), ALIAS, schema, slices, per, make, root.parent
+    )
+    files = root.parent / "files"
+    files.mkdir()
+    for f in slice_files:
+        os.link(f, files / f"{f.name}.parquet")
     return files
 
 

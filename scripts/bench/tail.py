@@ -37,75 +37,34 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
+from benchdata import TS, build_root, system_schema
 
 ALIAS = "bench.tail"
 
 
 def build(root: Path, slices: int, rows: int) -> Path:
     """The workspace with the dataset; returns the newest slice's file."""
-    from fbs.arrow_schema import data_schema_from_arrow
-    from fbs.model import (
-        AddData,
-        DatasetKind,
-        DatasetSnapshot,
-        DataSlice,
-        OffsetInterval,
-        SetDataSchema,
-    )
-    from fbs.timestamp import Timestamp
-    from storage.hashing import logical_hash_parquet, physical_hash_file
     from storage.workspace import Workspace
 
-    ts = pa.timestamp("ms", tz="UTC")
-    schema = pa.schema(
-        [
-            pa.field("offset", pa.int64(), nullable=False),
-            pa.field("op", pa.int32(), nullable=False),
-            pa.field("system_time", ts, nullable=False),
-            pa.field("event_time", ts),
-            pa.field("value", pa.int64()),
-        ]
-    )
-    ws = Workspace.init(root)
-    ds = ws.add_snapshot(DatasetSnapshot(name=ALIAS, kind=DatasetKind.Root, metadata=()))
-    clock = int(time.time() * 1000)
-    head = ds.commit(
-        SetDataSchema(schema=data_schema_from_arrow(schema)),
-        system_time=Timestamp(clock * 1_000_000),
-        expected_head=ds.head(),
-    ).new_head
+    schema = system_schema(pa.field("value", pa.int64()))
     per = rows // slices
-    prev = None
-    for s in range(slices):
-        start = s * per
-        table = pa.table(
+
+    def make(s: int, start: int, clock: int) -> pa.Table:
+        return pa.table(
             {
                 "offset": pa.array(np.arange(start, start + per, dtype=np.int64)),
                 "op": pa.array(np.zeros(per, dtype=np.int32)),
-                "system_time": pa.array(np.full(per, clock + s, dtype=np.int64)).cast(ts),
-                "event_time": pa.array(np.arange(per, dtype=np.int64) + clock - per).cast(ts),
+                "system_time": pa.array(np.full(per, clock + s, dtype=np.int64)).cast(TS),
+                "event_time": pa.array(np.arange(per, dtype=np.int64) + clock - per).cast(TS),
                 "value": pa.array(np.arange(per, dtype=np.int64) % 1000),
             },
             schema=schema,
         )
-        path = root.parent / f"slice-{s}.parquet"
-        pq.write_table(table, path)
-        physical, size = physical_hash_file(path)
-        event = AddData(
-            prev_offset=prev,
-            new_data=DataSlice(
-                logical_hash=logical_hash_parquet(path),
-                physical_hash=physical,
-                offset_interval=OffsetInterval(start=start, end=start + per - 1),
-                size=size,
-            ),
-        )
-        when = Timestamp((clock + s + 1) * 1_000_000)
-        head = ds.commit(event, system_time=when, expected_head=head, data_file=path).new_head
-        path.unlink()
-        prev = start + per - 1
+
+    ws = Workspace.init(root)
+    ds, files = build_root(ws, ALIAS, schema, slices, per, make, root.parent)
     ds.flush_state_cache()
-    return ds.layout.data.root / physical.to_multibase()
+    return files[-1]
 
 
 def median_of(fn: Callable[[], object], repeat: int) -> tuple[float, float, float]:

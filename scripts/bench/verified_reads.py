@@ -35,7 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
+from benchdata import TS, build_root, system_schema
 
 ALIAS = "bench.verified"
 ROW_BYTES = 28  # about what a row costs in the Parquet file below
@@ -53,73 +53,27 @@ sys.exit(main(["--workspace", sys.argv[2], "export", sys.argv[3],
 
 def build(root: Path, mb: int, slices: int) -> int:
     """The workspace with the dataset; returns the total size of its slices."""
-    from fbs.arrow_schema import data_schema_from_arrow
-    from fbs.model import (
-        AddData,
-        DatasetKind,
-        DatasetSnapshot,
-        DataSlice,
-        OffsetInterval,
-        SetDataSchema,
-    )
-    from fbs.timestamp import Timestamp
-    from storage.hashing import logical_hash_parquet, physical_hash_file
     from storage.workspace import Workspace
 
-    ts = pa.timestamp("ms", tz="UTC")
-    schema = pa.schema(
-        [
-            pa.field("offset", pa.int64(), nullable=False),
-            pa.field("op", pa.int32(), nullable=False),
-            pa.field("system_time", ts, nullable=False),
-            pa.field("event_time", ts),
-            pa.field("a", pa.int64()),
-            pa.field("b", pa.float64()),
-        ]
-    )
-    ws = Workspace.init(root)
-    ds = ws.add_snapshot(DatasetSnapshot(name=ALIAS, kind=DatasetKind.Root, metadata=()))
-    clock = int(time.time() * 1000)
-    head = ds.commit(
-        SetDataSchema(schema=data_schema_from_arrow(schema)),
-        system_time=Timestamp(clock * 1_000_000),
-        expected_head=ds.head(),
-    ).new_head
+    schema = system_schema(pa.field("a", pa.int64()), pa.field("b", pa.float64()))
     rng = np.random.default_rng(13)
     per = mb * 2**20 // ROW_BYTES // slices
-    total = 0
-    prev = None
-    for s in range(slices):
-        start = s * per
-        table = pa.table(
+
+    def make(s: int, start: int, clock: int) -> pa.Table:
+        return pa.table(
             {
                 "offset": pa.array(np.arange(start, start + per, dtype=np.int64)),
                 "op": pa.array(np.zeros(per, dtype=np.int32)),
-                "system_time": pa.array(np.full(per, clock + s, dtype=np.int64)).cast(ts),
-                "event_time": pa.array(np.arange(per, dtype=np.int64) + clock - per).cast(ts),
+                "system_time": pa.array(np.full(per, clock + s, dtype=np.int64)).cast(TS),
+                "event_time": pa.array(np.arange(per, dtype=np.int64) + clock - per).cast(TS),
                 "a": pa.array(rng.integers(0, 2**62, per, dtype=np.int64)),
                 "b": pa.array(rng.random(per)),
             },
             schema=schema,
         )
-        path = root.parent / f"slice-{s}.parquet"
-        pq.write_table(table, path)
-        physical, size = physical_hash_file(path)
-        total += size
-        event = AddData(
-            prev_offset=prev,
-            new_data=DataSlice(
-                logical_hash=logical_hash_parquet(path),
-                physical_hash=physical,
-                offset_interval=OffsetInterval(start=start, end=start + per - 1),
-                size=size,
-            ),
-        )
-        when = Timestamp((clock + s + 1) * 1_000_000)
-        head = ds.commit(event, system_time=when, expected_head=head, data_file=path).new_head
-        path.unlink()
-        prev = start + per - 1
-    return total
+
+    _ds, files = build_root(Workspace.init(root), ALIAS, schema, slices, per, make, root.parent)
+    return sum(f.stat().st_size for f in files)
 
 
 def read_unverified(project: Path) -> pa.Table:

@@ -41,80 +41,35 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
+from benchdata import TS, build_root, system_schema
 
 
 def build(root: Path, datasets: int, slices: int, rows: int) -> list[Path]:
     """The workspace; returns every slice file."""
-    from fbs.arrow_schema import data_schema_from_arrow
-    from fbs.model import (
-        AddData,
-        DatasetKind,
-        DatasetSnapshot,
-        DataSlice,
-        OffsetInterval,
-        SetDataSchema,
-    )
-    from fbs.timestamp import Timestamp
-    from storage.hashing import logical_hash_parquet, physical_hash_file
     from storage.workspace import Workspace
 
-    ts = pa.timestamp("ms", tz="UTC")
-    schema = pa.schema(
-        [
-            pa.field("offset", pa.int64(), nullable=False),
-            pa.field("op", pa.int32(), nullable=False),
-            pa.field("system_time", ts, nullable=False),
-            pa.field("event_time", ts),
-            pa.field("city", pa.string()),
-            pa.field("population", pa.int64()),
-        ]
-    )
+    schema = system_schema(pa.field("city", pa.string()), pa.field("population", pa.int64()))
     ws = Workspace.init(root)
     rng = np.random.default_rng(15)
     cities = pa.array([f"city-{i}" for i in range(5000)])
-    files = []
-    for k in range(datasets):
-        ds = ws.add_snapshot(
-            DatasetSnapshot(name=f"bench.verify{k}", kind=DatasetKind.Root, metadata=())
+
+    def make(s: int, start: int, clock: int) -> pa.Table:
+        return pa.table(
+            {
+                "offset": pa.array(np.arange(start, start + rows, dtype=np.int64)),
+                "op": pa.array(np.zeros(rows, dtype=np.int32)),
+                "system_time": pa.array(np.full(rows, clock + s, dtype=np.int64)).cast(TS),
+                "event_time": pa.array(rng.integers(0, 10**12, rows)).cast(TS),
+                "city": cities.take(pa.array(rng.integers(0, 5000, rows))),
+                "population": pa.array(rng.integers(0, 10**7, rows)),
+            },
+            schema=schema,
         )
-        clock = int(time.time() * 1000)
-        head = ds.commit(
-            SetDataSchema(schema=data_schema_from_arrow(schema)),
-            system_time=Timestamp(clock * 1_000_000),
-            expected_head=ds.head(),
-        ).new_head
-        prev = None
-        for s in range(slices):
-            start = s * rows
-            table = pa.table(
-                {
-                    "offset": pa.array(np.arange(start, start + rows, dtype=np.int64)),
-                    "op": pa.array(np.zeros(rows, dtype=np.int32)),
-                    "system_time": pa.array(np.full(rows, clock + s, dtype=np.int64)).cast(ts),
-                    "event_time": pa.array(rng.integers(0, 10**12, rows)).cast(ts),
-                    "city": cities.take(pa.array(rng.integers(0, 5000, rows))),
-                    "population": pa.array(rng.integers(0, 10**7, rows)),
-                },
-                schema=schema,
-            )
-            path = root.parent / f"slice-{k}-{s}.parquet"
-            pq.write_table(table, path)
-            physical, size = physical_hash_file(path)
-            event = AddData(
-                prev_offset=prev,
-                new_data=DataSlice(
-                    logical_hash=logical_hash_parquet(path),
-                    physical_hash=physical,
-                    offset_interval=OffsetInterval(start=start, end=start + rows - 1),
-                    size=size,
-                ),
-            )
-            when = Timestamp((clock + s + 1) * 1_000_000)
-            head = ds.commit(event, system_time=when, expected_head=head, data_file=path).new_head
-            path.unlink()
-            files.append(ds.layout.data.root / physical.to_multibase())
-            prev = start + rows - 1
+
+    files: list[Path] = []
+    for k in range(datasets):
+        _ds, made = build_root(ws, f"bench.verify{k}", schema, slices, rows, make, root.parent)
+        files += made
     return files
 
 
