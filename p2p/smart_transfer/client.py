@@ -70,6 +70,7 @@ from p2p.smart_transfer.messages import (
     pack_blocks,
     unpack_blocks,
 )
+from p2p.smart_transfer.plan import transfer_plan
 from storage.dataset import Dataset
 from storage.verified import verified_object_path
 from storage.workspace import Workspace
@@ -472,22 +473,8 @@ def _blocks_after(ds: Dataset, remote_head: Multihash | None) -> list[tuple[Mult
 
 
 def _plan(new: list[tuple[Multihash, bytes, Any]]) -> tuple[TransferPlan, list[ObjectFile]]:
-    from fbs.rules import new_data
-
-    files = [ObjectFile.of(j.kind, j.hash, j.size) for j in object_jobs(b for _h, _r, b in new)]
-    records = 0
-    for _h, _r, b in new:
-        s = new_data(b.event)
-        if s is not None:
-            records += s.offset_interval.end - s.offset_interval.start + 1
-    plan = TransferPlan(
-        num_blocks=len(new),
-        num_objects=len(files),
-        num_records=records,
-        bytes_in_raw_blocks=sum(len(r) for _h, r, _b in new),
-        bytes_in_raw_objects=sum(f.size for f in files),
-    )
-    return plan, files
+    plan, jobs = transfer_plan(new)
+    return plan, [ObjectFile.of(j.kind, j.hash, j.size) for j in jobs]
 
 
 async def _upload_all(

@@ -35,7 +35,6 @@ from fbs.did import DatasetAlias, DatasetId
 from fbs.errors import FbsError, InvalidName, MalformedBlock
 from fbs.model import Seed
 from fbs.multiformats import Multihash
-from fbs.rules import new_data
 from p2p.errors import PeerMisbehaved
 from p2p.http_server import (
     SERVER,
@@ -83,6 +82,7 @@ from p2p.smart_transfer.messages import (
     pack_blocks,
     unpack_blocks,
 )
+from p2p.smart_transfer.plan import transfer_plan
 from storage.chain import ChainState
 from storage.dataset import Dataset
 from storage.errors import (
@@ -289,19 +289,7 @@ def _interval(ds: Dataset, req: PullRequest) -> _Interval | None:
         assert req.begin_after is not None
         raise _InvalidInterval(head, req.begin_after)
     found.reverse()
-    jobs = object_jobs(b for _h, _r, b in found)
-    records = 0
-    for _h, _r, b in found:
-        ds_slice = new_data(b.event)
-        if ds_slice is not None:
-            records += ds_slice.offset_interval.end - ds_slice.offset_interval.start + 1
-    plan = TransferPlan(
-        num_blocks=len(found),
-        num_objects=len(jobs),
-        num_records=records,
-        bytes_in_raw_blocks=sum(len(r) for _h, r, _b in found),
-        bytes_in_raw_objects=sum(j.size for j in jobs),
-    )
+    plan, _jobs = transfer_plan(found)
     return _Interval([(hh, r) for hh, r, _b in found], plan)
 
 
