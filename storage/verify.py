@@ -236,7 +236,7 @@ def _check_object(
     where: tuple[Multihash, int],
     out: _Collector,
 ) -> bool:
-    missing, corrupt, wrong_size = kinds
+    wrong_size = kinds[2]
     block_h, seq = where
     try:
         actual = store.size(h)
@@ -248,16 +248,25 @@ def _check_object(
             )
             return False
         store.check(h)
-    except ObjectNotFound:
-        out.add(VerifyProblem(missing, f"object {h} is missing", block_h, seq, h))
-        return False
-    except StorageError as e:
-        out.add(VerifyProblem(corrupt, f"object {h}: {e}", block_h, seq, h))
-        return False
-    except OSError as e:
-        out.add(VerifyProblem(ProblemKind.UNREADABLE, f"object {h}: {_os_error(e)}", *where, h))
+    except (StorageError, OSError) as e:
+        out.add(_read_problem(e, h, kinds, where))
         return False
     return True
+
+
+def _read_problem(
+    e: StorageError | OSError,
+    h: Multihash,
+    kinds: tuple[ProblemKind, ProblemKind, ProblemKind],
+    where: tuple[Multihash, int],
+) -> VerifyProblem:
+    """The problem a failed read of object ``h`` is: missing, corrupt or unreadable."""
+    missing, corrupt, _wrong_size = kinds
+    if isinstance(e, ObjectNotFound):
+        return VerifyProblem(missing, f"object {h} is missing", *where, h)
+    if isinstance(e, StorageError):
+        return VerifyProblem(corrupt, f"object {h}: {e}", *where, h)
+    return VerifyProblem(ProblemKind.UNREADABLE, f"object {h}: {_os_error(e)}", *where, h)
 
 
 def _os_error(e: OSError) -> str:
@@ -510,7 +519,7 @@ def _read_object(
     out: _Collector,
 ) -> bytes | None:
     """`_check_object` that keeps the bytes it hashed (``None``: a problem was added)."""
-    missing, corrupt, wrong_size = kinds
+    wrong_size = kinds[2]
     block_h, seq = where
     try:
         actual = store.size(h)
@@ -520,14 +529,8 @@ def _read_object(
             return None
         with store.open(h) as f:
             data = f.read(size + 1)
-    except ObjectNotFound:
-        out.add(VerifyProblem(missing, f"object {h} is missing", block_h, seq, h))
-        return None
-    except StorageError as e:
-        out.add(VerifyProblem(corrupt, f"object {h}: {e}", block_h, seq, h))
-        return None
-    except OSError as e:
-        out.add(VerifyProblem(ProblemKind.UNREADABLE, f"object {h}: {_os_error(e)}", *where, h))
+    except (StorageError, OSError) as e:
+        out.add(_read_problem(e, h, kinds, where))
         return None
     if len(data) != size:  # changed since the size was read
         message = f"object {h} has {len(data)} bytes, block says {size}"
@@ -535,7 +538,7 @@ def _read_object(
         return None
     if hashlib.sha3_256(data).digest() != h.digest:  # releases the GIL on large buffers
         message = f"object {h}: stored object {h} does not match its hash"
-        out.add(VerifyProblem(corrupt, message, block_h, seq, h))
+        out.add(VerifyProblem(kinds[1], message, block_h, seq, h))
         return None
     return data
 
