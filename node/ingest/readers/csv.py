@@ -17,10 +17,13 @@ the header must have as many columns as the schema, which is then applied by pos
 Malformed files are refused with a `ReadError` naming file, line and (where known)
 column: a record with too many or too few fields, bytes the declared ``encoding`` cannot
 decode (e.g. latin-1 read as utf-8), and a quoted field never closed before the end of the
-file (pyarrow would read it as one value swallowing the rest of the file; when the file
-holds the quote character at all, a second pass with Python's csv reader finds the last
-record and re-parses it strictly). An empty (blank) file yields no batches; bytes from which
-no first line can be parsed are refused.
+file (pyarrow would read it as one value swallowing the rest of the file). When the file
+holds the quote character at all, pyarrow reads it followed by a probe record of nulls
+(`_ProbedFile`): if the last record read back is that probe, every quote was closed and the
+probe is dropped; otherwise (the probe was swallowed), or where the probe cannot be used, a
+second pass with Python's csv reader finds the last record and re-parses it strictly. An
+empty (blank) file yields no batches; bytes from which no first line can be parsed are
+refused.
 
 Memory is bounded by `CSV_BLOCK_BYTES` (pyarrow parses a block at a time; with
 `CSV_USE_THREADS` it converts a block's columns in parallel and reads a few blocks
@@ -32,9 +35,11 @@ from __future__ import annotations
 
 import codecs
 import csv as pycsv
+import io
 import mmap
+import os
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, Final
 
@@ -47,6 +52,8 @@ from node.ingest.readers._common import Conformer, Location, rebatch
 
 #: Bytes pyarrow parses at a time (bounds memory; also the type-inference sample).
 CSV_BLOCK_BYTES: Final = 4 << 20
+#: Bytes read to find the column names (a larger first block is read if no row fits).
+HEADER_BLOCK_BYTES: Final = 64 << 10
 #: Let pyarrow parse and convert a block's columns on its thread pool.
 CSV_USE_THREADS: Final = True
 
@@ -89,15 +96,19 @@ class _Dialect:
         )
 
     def read_options(
-        self, *, names: list[str] | None = None, skip_rows: int = 0
+        self,
+        *,
+        names: list[str] | None = None,
+        skip_rows: int = 0,
+        block_size: int = CSV_BLOCK_BYTES,
     ) -> pa_csv.ReadOptions:
         return pa_csv.ReadOptions(
-            block_size=CSV_BLOCK_BYTES,
+            block_size=block_size,
             encoding=self.encoding,
             column_names=names,
             autogenerate_column_names=names is None and not self.header,
             skip_rows=skip_rows,
-            use_threads=CSV_USE_THREADS,
+            use_threads=CSV_USE_THREADS and block_size >= CSV_BLOCK_BYTES,
         )
 
     def convert_options(self, types: dict[str, Any] | None) -> pa_csv.ConvertOptions:
@@ -112,7 +123,10 @@ class _Dialect:
 
 
 def _open(
-    path: Path, dialect: _Dialect, read: pa_csv.ReadOptions, types: dict[str, Any] | None
+    path: Path | io.RawIOBase,
+    dialect: _Dialect,
+    read: pa_csv.ReadOptions,
+    types: dict[str, Any] | None,
 ) -> Any:
     return pa_csv.open_csv(
         path,
@@ -132,10 +146,23 @@ def _arrow_error(path: Path, dialect: _Dialect, e: Exception) -> ReadError:
     return ReadError(f"not readable as CSV: {text}", path=path)
 
 
+def _open_first_rows(path: Path, dialect: _Dialect) -> Any:
+    """A reader whose schema names the columns, from a small first block if it holds a row.
+
+    The reader infers column types from its first block: a `HEADER_BLOCK_BYTES` block
+    keeps that cheap. When no row fits in it (or it cuts a character), the file is opened
+    again with the full block size, whose errors are the ones reported.
+    """
+    try:
+        return _open(path, dialect, dialect.read_options(block_size=HEADER_BLOCK_BYTES), None)
+    except (pa.ArrowInvalid, UnicodeError):
+        return _open(path, dialect, dialect.read_options(), None)
+
+
 def _header_names(path: Path, dialect: _Dialect) -> list[str] | None:
     """Column names in the header (or ``_cN`` names without one); None for an empty file."""
     try:
-        reader = _open(path, dialect, dialect.read_options(), None)
+        reader = _open_first_rows(path, dialect)
     except pa.ArrowInvalid as e:
         if "Empty CSV file" in str(e):
             if _is_blank(path):
@@ -283,6 +310,83 @@ def _contains(path: Path, needle: bytes) -> bool:
             return False
 
 
+class _ProbedFile(io.RawIOBase):
+    """The file's bytes followed by ``tail`` (the probe record), as pyarrow's input."""
+
+    def __init__(self, path: Path, tail: bytes) -> None:
+        super().__init__()
+        self._file = path.open("rb", buffering=0)
+        self._tail = tail
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        n = self._file.readinto(buffer)
+        if n:
+            return int(n)
+        view = memoryview(buffer).cast("B")
+        k = min(len(view), len(self._tail))
+        view[:k] = self._tail[:k]
+        self._tail = self._tail[k:]
+        return k
+
+    def close(self) -> None:
+        self._file.close()
+        super().close()
+
+
+def _needs_quote_check(path: Path, dialect: _Dialect) -> bool:
+    """Whether the file may hold an unterminated quoted field (it holds the quote at all)."""
+    if dialect.quote is None:
+        return False
+    try:
+        needle = dialect.quote.encode(dialect.encoding)
+    except (UnicodeError, LookupError):
+        return True
+    return _contains(path, needle)
+
+
+def _probe_tail(
+    path: Path, dialect: _Dialect, names: list[str], types: dict[str, Any] | None
+) -> bytes | None:
+    """The probe record appended after the file (None: the probe cannot be used).
+
+    A newline, then one field per column, each the null value: read back as a row of
+    nulls in every column when the parser ends the file outside a quoted field, and as
+    part of the last value when a quoted field was left open. It needs every column
+    converted (a swallowed probe must show in the last row), a null value the parser
+    reads literally, a UTF-8 file (bytes appended as they are) that does not end with the
+    escape character or the separator (the newline added would change how its last
+    record reads), and a non-blank probe line (a blank line is skipped).
+    """
+    if codecs.lookup(dialect.encoding).name != "utf-8":
+        return None
+    if types is not None and set(types) != set(names):
+        return None
+    null = dialect.null_value
+    specials = {dialect.separator, "\n", "\r", dialect.quote, dialect.escape} - {None}
+    if any(c in null for c in specials if c) or (not null and len(names) < 2):
+        return None
+    try:
+        with path.open("rb") as f:
+            f.seek(max(0, os.fstat(f.fileno()).st_size - 1))
+            last = f.read(1)
+    except OSError:
+        return None
+    # After an escape character the newline would be escaped; after a separator at the
+    # very end pyarrow reads the empty last field as "" (as if quoted), not as null.
+    if last in {c.encode() for c in (dialect.escape, dialect.separator) if c is not None}:
+        return None
+    return ("\n" + dialect.separator.join([null] * len(names)) + "\n").encode()
+
+
+def _is_probe_row(batch: pa.RecordBatch) -> bool:
+    """Whether the last row of ``batch`` is the probe record (null in every column)."""
+    last = batch.slice(batch.num_rows - 1, 1)
+    return all(column.null_count == 1 for column in last.columns)
+
+
 def _check_quotes_closed(path: Path, dialect: _Dialect, names: list[str]) -> None:
     """Refuse a quoted field left open at the end of the file.
 
@@ -294,14 +398,9 @@ def _check_quotes_closed(path: Path, dialect: _Dialect, names: list[str]) -> Non
     Raises:
         ReadError: naming the line where the unterminated record starts and its column.
     """
-    if dialect.quote is None:
+    if not _needs_quote_check(path, dialect):
         return
-    try:
-        needle = dialect.quote.encode(dialect.encoding)
-    except (UnicodeError, LookupError):
-        needle = b""
-    if needle and not _contains(path, needle):
-        return
+    assert dialect.quote is not None
     try:
         with path.open(encoding=dialect.encoding, errors="replace", newline="") as f:
             reader = _python_reader(f, dialect)
@@ -398,13 +497,114 @@ def _stream(
     *,
     check_quotes: bool = True,
 ) -> Iterator[pa.RecordBatch]:
-    names_in_file = names
+    """Conformed batches of the file; an unterminated quote at its end is refused.
 
+    The check reads the file followed by the probe record (`_probe_tail`) when it can;
+    if the probe was swallowed or made the parse fail, the rows not yet handed out are
+    read again without it, ending with the exact (slow) check.
+    """
+    if check_quotes and not _needs_quote_check(path, dialect):
+        check_quotes = False
+    tail = _probe_tail(path, dialect, names, types) if check_quotes else None
+    if tail is None:
+        yield from _parse(path, dialect, names, skip, types, conformer, batch_rows, check_quotes)
+        return
+    handed_out = 0
+    try:
+        for batch in _parse_probed(path, tail, dialect, names, skip, types, conformer, batch_rows):
+            handed_out += batch.num_rows
+            yield batch
+        return
+    except _ProbeFailed:
+        pass
+    rest = _parse(path, dialect, names, skip, types, conformer, batch_rows, True)
+    yield from _skip_rows(rest, handed_out)
+
+
+class _ProbeFailed(Exception):
+    """The probed parse cannot tell (the probe was swallowed or broke the parse)."""
+
+
+def _skip_rows(batches: Iterator[pa.RecordBatch], count: int) -> Iterator[pa.RecordBatch]:
+    for batch in batches:
+        if count >= batch.num_rows:
+            count -= batch.num_rows
+            continue
+        yield batch.slice(count) if count else batch
+        count = 0
+
+
+def _parse_probed(
+    path: Path,
+    tail: bytes,
+    dialect: _Dialect,
+    names: list[str],
+    skip: int,
+    types: dict[str, Any] | None,
+    conformer: Conformer,
+    batch_rows: int,
+) -> Iterator[pa.RecordBatch]:
+    """`_parse` of the file followed by ``tail``, the probe row dropped.
+
+    Each raw batch is held back until the next one arrives, so the last one is not
+    handed out before its last row was found to be the probe.
+
+    Raises:
+        _ProbeFailed: on any parse error, or when the last row is not the probe.
+    """
+    source = _ProbedFile(path, tail)
+    try:
+        reader = _open(source, dialect, dialect.read_options(names=names, skip_rows=skip), types)
+    except (pa.ArrowException, UnicodeError, OSError):
+        source.close()
+        raise _ProbeFailed from None
+    line_of = _line_finder(path, dialect, skip)
+    rows = 0
+    held: pa.RecordBatch | None = None
+    with reader, source:
+        while True:
+            try:
+                batch = reader.read_next_batch()
+            except StopIteration:
+                break
+            except (pa.ArrowException, UnicodeError, OSError):
+                raise _ProbeFailed from None
+            if not batch.num_rows:
+                continue
+            if held is not None:
+                yield from rebatch(
+                    [conformer.conform(held, Location(path, rows, line_of))], batch_rows
+                )
+                rows += held.num_rows
+            held = batch
+    if held is None or not _is_probe_row(held):
+        raise _ProbeFailed
+    held = held.slice(0, held.num_rows - 1)
+    if held.num_rows:
+        yield from rebatch([conformer.conform(held, Location(path, rows, line_of))], batch_rows)
+
+
+def _line_finder(path: Path, dialect: _Dialect, skip: int) -> Callable[[int], int]:
     def line_of(row: int) -> int:
         # Only called for an error: find where that record starts (quoted fields may
         # span lines), else assume one record per line.
         return _record_line(path, dialect, row + skip) or row + 1 + skip
 
+    return line_of
+
+
+def _parse(
+    path: Path,
+    dialect: _Dialect,
+    names: list[str],
+    skip: int,
+    types: dict[str, Any] | None,
+    conformer: Conformer,
+    batch_rows: int,
+    check_quotes: bool,
+) -> Iterator[pa.RecordBatch]:
+    """Conformed batches of the file as it is; with ``check_quotes``, the exact check last."""
+    line_of = _line_finder(path, dialect, skip)
     try:
         reader = _open(path, dialect, dialect.read_options(names=names, skip_rows=skip), types)
     except pa.ArrowInvalid as e:
@@ -420,7 +620,7 @@ def _stream(
                 batch = reader.read_next_batch()
             except StopIteration:
                 if check_quotes:
-                    _check_quotes_closed(path, dialect, names_in_file)
+                    _check_quotes_closed(path, dialect, names)
                 return
             except pa.ArrowInvalid as e:
                 raise _classify(path, dialect, names, skip, types, conformer, e, rows) from None
