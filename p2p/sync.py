@@ -19,7 +19,8 @@ decides where the bytes come from:
 4. **Objects.** Data slices and checkpoints named by the new blocks are downloaded
    in parallel, spread over every live source. Each one is streamed into a
    quarantine file (``.pending-*``) in the dataset's own store directory; it gets its
-   final name only after its size and SHA3-256 matched the block. A source that
+   final name only after its size and SHA3-256 matched the block, together with the
+   other checked objects (`p2p.receive.CheckedObjects`: one flush per batch). A source that
    serves wrong bytes is dropped, one that fails or stalls gets strikes
    (`MAX_SOURCE_STRIKES`), and the object is fetched from another.
 5. **Commit.** The head record (if any) is accepted into the `HeadStore`, then the
@@ -55,11 +56,12 @@ from p2p.errors import (
 from p2p.head_record import HeadRecord
 from p2p.head_store import HeadStore
 from p2p.receive import (
+    CheckedObjects,
     ObjectJob,
     ObjectKind,
     ReceivedBlock,
     accept_head_record,
-    accept_object,
+    check_object,
     check_record,
     commit_received,
     object_jobs,
@@ -450,8 +452,13 @@ async def _first_head(sources: _Sources) -> Multihash:
 
 
 async def _fetch_object(
-    job: ObjectJob, sources: _Sources, store: DiskObjectStore, result: PullResult
+    job: ObjectJob,
+    sources: _Sources,
+    store: DiskObjectStore,
+    result: PullResult,
+    checked: CheckedObjects,
 ) -> None:
+    """Download ``job`` into quarantine and check it; ``checked`` names it later."""
     tried: set[int] = set()
     while True:
         i = sources.pick(tried)
@@ -461,11 +468,17 @@ async def _fetch_object(
         # No await between pick and in_flight: the next pick must see this one.
         quarantine = store.quarantine_path()
         sources.in_flight[i] += 1
+        kept = False
         try:
             digest = await sources.all[i].get_object(
                 job.kind, job.hash, quarantine, expected_size=job.size
             )
-            await asyncio.to_thread(accept_object, store, job, quarantine, digest)
+            if digest is None:  # hashed here, off the event loop
+                digest = await asyncio.to_thread(check_object, job, quarantine, None)
+            else:  # a stat and a comparison
+                check_object(job, quarantine, digest)
+            checked.add(store, job, quarantine, digest)
+            kept = True
         except PeerMisbehaved as e:
             sources.penalise(i, str(e), fatal=True)
             continue
@@ -474,8 +487,9 @@ async def _fetch_object(
             continue
         finally:
             sources.in_flight[i] -= 1
-            with contextlib.suppress(FileNotFoundError):
-                quarantine.unlink()
+            if not kept:
+                with contextlib.suppress(FileNotFoundError):
+                    quarantine.unlink()
         result.objects_fetched += 1
         result.bytes_fetched += job.size
         return
@@ -501,17 +515,32 @@ async def _fetch_objects(
     limit = asyncio.Semaphore(sources.total_capacity())
     # Largest first: the long transfers start early and small ones fill the gaps.
     todo.sort(key=lambda j: j.size, reverse=True)
+    stores = {kind: object_store(layout, kind) for kind in ("data", "checkpoint")}
+    # Checked objects are named in batches (one flush each), not one by one.
+    checked = CheckedObjects()
+    naming = asyncio.Lock()
 
     async def run(job: ObjectJob) -> None:
         async with limit:
-            await _fetch_object(job, sources, object_store(layout, job.kind), result)
+            await _fetch_object(job, sources, stores[job.kind], result, checked)
+        if checked.full:
+            async with naming:
+                if checked.full:
+                    await asyncio.to_thread(checked.adopt)
 
     try:
         async with asyncio.TaskGroup() as tg:
             for job in todo:
                 tg.create_task(run(job))
+        async with naming:
+            await asyncio.to_thread(checked.adopt)
     except BaseExceptionGroup as group:
+        # What was checked keeps its name: a pull run again does not download it again.
+        with contextlib.suppress(Exception):
+            await asyncio.to_thread(checked.adopt)
         raise first_error(group) from None
+    finally:
+        checked.discard()  # what a failed pull downloaded but did not name
 
 
 # -- the pull ---------------------------------------------------------------------------------

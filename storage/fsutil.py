@@ -12,7 +12,8 @@ The protocol for every file `storage` publishes under a final name:
 
 `atomic_write_many` runs the same protocol for many files of one directory with
 O(1) flushes: every file is written, one ``syncfs`` makes all their data durable
-(step 2 for all at once), then every rename, then one directory fsync.
+(step 2 for all at once), then every rename, then one directory fsync; `publish_many`
+runs steps 2-4 so for files written elsewhere (received objects in quarantine).
 
 Readers ignore ``.pending-*`` names; `cleanup_pending` removes the leftovers of
 writers that died between steps 1 and 3. All mutations go through an `FsOps`
@@ -237,22 +238,54 @@ def atomic_write_many(
     if not items:
         return
     written: list[tuple[Path, Path]] = []
-    renamed = 0
     try:
         for final, data in items:
             written.append((_write_pending(directory, data, mode, ops), Path(final)))
-        _flush_data(directory, [pending for pending, _ in written], ops)
-        for pending, final in written:
-            ops.replace(pending, final)
+    except SimulatedCrash:
+        raise  # a crashed process cleans up nothing
+    except BaseException:
+        _remove_pending([pending for pending, _ in written], ops)
+        raise
+    publish_many(directory, written, ops=ops)
+
+
+def publish_many(
+    directory: Path, items: Sequence[tuple[Path, Path]], *, ops: FsOps = DEFAULT_OPS
+) -> None:
+    """Durably rename complete pending files onto their final names (``(pending, final)``).
+
+    Steps 2-4 of the protocol for files already written (and closed) in ``directory``:
+    one data flush for all of them (`atomic_write_many`'s), every rename, one directory
+    fsync. A name appears only once the data behind it is durable; everything is durable
+    on return. On a failure, the pending files not yet renamed are removed.
+
+    Raises:
+        ValueError: a file outside ``directory``.
+        OSError: for filesystem failures.
+    """
+    directory = Path(directory)
+    if any(Path(p).parent != directory or Path(f).parent != directory for p, f in items):
+        raise ValueError(f"every file must be in {directory}")
+    if not items:
+        return
+    renamed = 0
+    try:
+        _flush_data(directory, [Path(pending) for pending, _ in items], ops)
+        for pending, final in items:
+            ops.replace(Path(pending), Path(final))
             renamed += 1
     except SimulatedCrash:
         raise  # a crashed process cleans up nothing
     except BaseException:
-        for pending, _ in written[renamed:]:
-            with contextlib.suppress(FileNotFoundError):
-                ops.unlink(pending)
+        _remove_pending([Path(pending) for pending, _ in items[renamed:]], ops)
         raise
     ops.fsync_dir(directory)
+
+
+def _remove_pending(paths: Sequence[Path], ops: FsOps) -> None:
+    for path in paths:
+        with contextlib.suppress(FileNotFoundError):
+            ops.unlink(path)
 
 
 def _write_pending(directory: Path, data: bytes, mode: int, ops: FsOps) -> Path:
