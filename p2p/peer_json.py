@@ -13,6 +13,7 @@ Numbers are checked by their text length before they are converted.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import re
@@ -71,13 +72,14 @@ class PeerJsonError(PeerMisbehaved):
 _STRING: Final = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
 _NOT_BRACKET: Final = re.compile(r"[^\[\]{}]+")
 _OPEN: Final = frozenset("[{")
+_WALKED: Final = frozenset({str, list, dict})
 
 
-def _too_deep(text: str, max_depth: int) -> bool:
-    """Whether ``text`` nests arrays/objects deeper than ``max_depth`` (brackets in
-    strings do not count; an unterminated string is the decoder's error to report)."""
+def _too_deep(bare: str, max_depth: int) -> bool:
+    """Whether ``bare`` (the text without its strings) nests arrays/objects deeper
+    than ``max_depth`` (an unterminated string is the decoder's error to report)."""
     depth = 0
-    for c in _NOT_BRACKET.sub("", _STRING.sub("", text)):
+    for c in _NOT_BRACKET.sub("", bare):
         if c in _OPEN:
             depth += 1
             if depth > max_depth:
@@ -85,6 +87,13 @@ def _too_deep(text: str, max_depth: int) -> bool:
         else:
             depth -= 1
     return False
+
+
+@functools.cache
+def _number_runs(max_chars: int) -> re.Pattern[str]:
+    """Runs of number characters longer than ``max_chars`` (outside strings, a run is
+    one number token, or invalid JSON)."""
+    return re.compile(f"[-+.0-9eE]{{{max_chars + 1},}}")
 
 
 def _limit(what: str, message: str) -> PeerJsonError:
@@ -117,16 +126,17 @@ def load_peer_json(
         text = bytes(data).decode("utf-8")
     except UnicodeDecodeError:
         raise PeerJsonError(f"{what} is not UTF-8") from None
-    if _too_deep(text, limits.max_depth):
+    bare = _STRING.sub("", text)
+    if _too_deep(bare, limits.max_depth):
         raise _limit(what, f"nested deeper than {limits.max_depth}")
-
-    def number(s: str) -> str:
-        if len(s) > limits.max_number_chars:
-            raise _limit(what, f"number longer than {limits.max_number_chars} characters")
-        return s
+    # Every number's length from the text without strings, before any is converted:
+    # one regex pass, not a Python call per number (a smart-protocol batch holds
+    # hundreds of thousands of them).
+    if _number_runs(limits.max_number_chars).search(bare):
+        raise _limit(what, f"number longer than {limits.max_number_chars} characters")
 
     def parse_float(s: str) -> float:
-        value = float(number(s))
+        value = float(s)
         if not math.isfinite(value):
             raise _limit(what, "number out of range")
         return value
@@ -143,7 +153,6 @@ def load_peer_json(
     try:
         value = json.loads(
             text,
-            parse_int=lambda s: int(number(s)),
             parse_float=parse_float,
             parse_constant=constant,
             object_pairs_hook=members,
@@ -191,4 +200,6 @@ def _check_sizes(value: Any, limits: JsonLimits, what: str) -> None:
             continue
         if items > limits.max_items:
             raise _limit(what, f"more than {limits.max_items} values")
-        stack.extend(children)
+        # Numbers, booleans and null have nothing to check: only strings and containers
+        # are walked (a batch's payload is a long array of numbers).
+        stack.extend([c for c in children if type(c) in _WALKED])

@@ -115,6 +115,10 @@ class ObjectSource(Protocol):
     it should download at once (default: ``pull_dataset``'s ``objects_per_source``).
     Transports whose receive path is CPU-bound in one thread (libp2p) set it low, so
     that objects are split across peers instead of contending on one connection.
+
+    And a method ``expect_objects(jobs: Sequence[ObjectJob]) -> None`` (no I/O): the
+    objects ``get_object`` may be asked for next, all of them, so that a transport
+    that looks objects up in batches (the smart protocol's download URLs) asks once.
     """
 
     @property
@@ -515,6 +519,10 @@ async def _fetch_objects(
     limit = asyncio.Semaphore(sources.total_capacity())
     # Largest first: the long transfers start early and small ones fill the gaps.
     todo.sort(key=lambda j: j.size, reverse=True)
+    for src in sources.all:
+        expect = getattr(src, "expect_objects", None)
+        if callable(expect):
+            expect(todo)
     stores = {kind: object_store(layout, kind) for kind in ("data", "checkpoint")}
     # Checked objects are named in batches (one flush each), not one by one.
     checked = CheckedObjects()

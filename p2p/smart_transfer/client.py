@@ -22,7 +22,7 @@ import asyncio
 import contextlib
 import hashlib
 import os
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -30,8 +30,6 @@ from typing import Any, Final
 
 import aiohttp
 
-from fbs.codec import decode_block
-from fbs.errors import FbsError
 from fbs.multiformats import Multihash
 from p2p.errors import (
     NotDescendant,
@@ -42,7 +40,7 @@ from p2p.errors import (
     first_error,
 )
 from p2p.http_source import DEFAULT_READ_TIMEOUT_S, HttpSource, Unauthorized
-from p2p.receive import ObjectKind, object_jobs
+from p2p.receive import ObjectJob, ObjectKind
 from p2p.smart_transfer.messages import (
     COMPLETE,
     EMPTY,
@@ -394,10 +392,14 @@ class SmartSource(HttpSource):
             if entries is None:
                 raise PeerUnavailable(f"{self.base_url}: block {head} not found")
         raws = [raw for _h, raw in entries]
-        self._objects = await asyncio.to_thread(_object_files, raws)
+        self._objects = []  # named by `expect_objects` once the blocks are checked
         self._urls.clear()
         raws.reverse()
         return raws
+
+    def expect_objects(self, jobs: Sequence[ObjectJob]) -> None:
+        """The objects `get_object` will be asked for: one URL request for all of them."""
+        self._objects = [ObjectFile.of(j.kind, j.hash, j.size) for j in jobs]
 
     async def _download_url(self, kind: ObjectKind, h: Multihash, size: int | None) -> TransferUrl:
         async with self._urls_lock:
@@ -426,16 +428,6 @@ class SmartSource(HttpSource):
 
 def _claimed_blocks(batch: BlocksBatch) -> list[tuple[Multihash, bytes]]:
     return unpack_blocks(batch)
-
-
-def _object_files(raws: list[bytes]) -> list[ObjectFile]:
-    """The objects the blocks name (for one URL request); undecodable blocks are skipped
-    here and refused by `pull_dataset`."""
-    blocks = []
-    for raw in raws:
-        with contextlib.suppress(FbsError):
-            blocks.append(decode_block(raw))
-    return [ObjectFile.of(j.kind, j.hash, j.size) for j in object_jobs(blocks)]
 
 
 # -- push -------------------------------------------------------------------------------------
