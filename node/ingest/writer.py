@@ -3,8 +3,15 @@
 A slice is one Parquet file with the columns ``offset`` Int64, ``op`` Int32,
 ``system_time`` Timestamp(ms, "UTC"), ``event_time`` Timestamp(ms, "UTC") (or Date32),
 then the data columns, with names from the dataset vocabulary; rows are ordered by
-offset (contiguous from ``start_offset``). Parquet: snappy compression, dictionary
-encoding only on ``op`` and ``system_time``, the Arrow schema embedded.
+offset (contiguous from ``start_offset``). Parquet: snappy compression, the Arrow schema
+embedded, row groups of `ROW_GROUP_ROWS` rows (batches are gathered up to that, or up to
+`ROW_GROUP_MAX_BYTES` of Arrow data), and encodings that make the system columns nearly
+free (issue 15.3): ``offset``, an arithmetic sequence, as ``DELTA_BINARY_PACKED`` (a few
+bytes per 256 values); every other column dictionary-encoded as pyarrow does by default
+(a constant ``op`` or ``system_time`` is one dictionary entry and a run; a column with too
+many distinct values falls back to plain pages). kamu writes plain pages except for ``op``
+and ``system_time``; both encodings are standard and read by arrow-rs, DataFusion and Spark
+(tests/engine/test_arrow_rs_compat.py).
 
 `SliceWriter` streams record batches (memory bounded by one batch); `write_slice`
 writes one table. Both return a `WrittenSlice` carrying the logical hash and the
@@ -52,14 +59,18 @@ DEFAULT_VOCAB: Final = DatasetVocabulary()
 __all__ = [
     "DEFAULT_VOCAB",
     "EVENT_TIME_TYPE",
+    "OFFSET_ENCODING",
     "OFFSET_TYPE",
     "OP_TYPE",
     "PARQUET_COMPRESSION",
+    "ROW_GROUP_MAX_BYTES",
+    "ROW_GROUP_ROWS",
     "SYSTEM_TIME_TYPE",
     "VERIFY_HASH_ENV",
     "SliceWriter",
     "WrittenSlice",
     "event_time_type",
+    "parquet_leaf_paths",
     "slice_schema",
     "streamable_type",
     "write_slice",
@@ -70,8 +81,13 @@ OP_TYPE: Final = pa.int32()
 SYSTEM_TIME_TYPE: Final = pa.timestamp("ms", "UTC")
 EVENT_TIME_TYPE: Final = pa.timestamp("ms", "UTC")
 PARQUET_COMPRESSION: Final = "snappy"
-#: Rows per Parquet row group (bounds writer memory; readers stream by row group).
+#: Rows per Parquet row group (readers stream by row group; pyarrow's default size).
 ROW_GROUP_ROWS: Final = 1 << 20
+#: Arrow bytes gathered for one row group before it is written whatever its rows (bounds
+#: writer memory for wide rows).
+ROW_GROUP_MAX_BYTES: Final = 128 << 20
+#: Encoding of the offset column (an arithmetic sequence: every delta is 1).
+OFFSET_ENCODING: Final = "DELTA_BINARY_PACKED"
 #: Environment variable: ``1`` makes every writer re-read its file and compare hashes.
 VERIFY_HASH_ENV: Final = "ODF_INGEST_VERIFY_HASH"
 
@@ -98,6 +114,19 @@ def streamable_type(t: pa.DataType) -> bool:
         or types.is_timestamp(t)
         or types.is_decimal128(t)
     ) and not isinstance(t, pa.BaseExtensionType)
+
+
+def parquet_leaf_paths(schema: pa.Schema) -> list[str]:
+    """The Parquet column paths (``s.a``, ``l.list.element``) pyarrow writes for ``schema``.
+
+    Per-column writer options name leaves by these paths: a struct's top-level name
+    does not reach its fields. Taken from the footer of an empty file written in memory.
+    """
+    sink = pa.BufferOutputStream()
+    with pq.ParquetWriter(sink, schema):
+        pass
+    parquet_schema = pq.ParquetFile(pa.BufferReader(sink.getvalue())).schema
+    return [parquet_schema.column(i).path for i in range(len(parquet_schema))]
 
 
 def event_time_type(t: pa.DataType) -> pa.DataType:
@@ -349,15 +378,21 @@ class SliceWriter:
         self._worker = _HashWorker(self.schema if streamable else None)
         self._sink = _HashingFile(self.path, self._worker)
         self._hashed_while_writing = False
-        op, st = vocab.operation_type_column, vocab.system_time_column
+        off = vocab.offset_column
         self._writer = pq.ParquetWriter(
             self._sink,
             self.schema,
             compression=PARQUET_COMPRESSION,
-            use_dictionary=[op, st],
+            use_dictionary=[p for p in parquet_leaf_paths(self.schema) if p != off],
+            column_encoding={off: OFFSET_ENCODING},
             write_statistics=True,
             coerce_timestamps=None,
         )
+        self._encoder = ThreadPoolExecutor(1, thread_name_prefix="slice-encode")
+        self._encoding: Future[None] | None = None
+        self._gathered: list[pa.Table] = []
+        self._gathered_rows = 0
+        self._gathered_bytes = 0
         self._closed = False
         self._result: WrittenSlice | None = None
 
@@ -405,8 +440,42 @@ class SliceWriter:
                 cols.append(col)
         table = pa.table(cols, schema=self.schema)
         self._worker.update(table)
-        self._writer.write_table(table, row_group_size=ROW_GROUP_ROWS)
+        self._gather(table)
         self.next_offset += n
+
+    def _gather(self, table: pa.Table) -> None:
+        """Add rows to the row group being gathered; write every full row group."""
+        self._gathered.append(table)
+        self._gathered_rows += table.num_rows
+        self._gathered_bytes += table.nbytes
+        if self._gathered_rows >= ROW_GROUP_ROWS or self._gathered_bytes >= ROW_GROUP_MAX_BYTES:
+            self._flush(final=False)
+
+    def _wait_encoded(self) -> None:
+        """Wait for the row group being encoded (its error is raised here)."""
+        pending, self._encoding = self._encoding, None
+        if pending is not None:
+            pending.result()
+
+    def _flush(self, *, final: bool) -> None:
+        """Write the gathered rows as full row groups (all of them when ``final``)."""
+        if not self._gathered_rows:
+            return
+        rows = pa.concat_tables(self._gathered)
+        keep = 0 if final else rows.num_rows % ROW_GROUP_ROWS
+        if self._gathered_bytes >= ROW_GROUP_MAX_BYTES:
+            keep = 0
+        head = rows.slice(0, rows.num_rows - keep)
+        # Encoding (GIL released) overlaps with reading the next rows; one row group at a
+        # time, so at most one is encoded while the next is gathered.
+        self._wait_encoded()
+        self._encoding = self._encoder.submit(
+            self._writer.write_table, head, row_group_size=ROW_GROUP_ROWS
+        )
+        rest = rows.slice(rows.num_rows - keep) if keep else None
+        self._gathered = [rest] if rest is not None else []
+        self._gathered_rows = keep
+        self._gathered_bytes = rest.nbytes if rest is not None else 0
 
     @property
     def hashed_while_writing(self) -> bool:
@@ -458,6 +527,13 @@ class SliceWriter:
         if self._result is not None:
             return self._result
         if not self._closed:
+            try:
+                self._flush(final=True)
+                self._wait_encoded()
+            except BaseException:
+                self.abort()
+                raise
+            self._encoder.shutdown()
             self._writer.close()
             self._sink.close()
             self._closed = True
@@ -497,6 +573,7 @@ class SliceWriter:
             if not self._closed:
                 self._closed = True
                 try:
+                    self._encoder.shutdown(wait=True)  # a row group being encoded ends first
                     self._writer.close()
                 finally:
                     self._sink.close()

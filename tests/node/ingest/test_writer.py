@@ -10,7 +10,7 @@ import pytest
 
 from fbs.model import DatasetVocabulary, OffsetInterval, Timestamp
 from node.ingest.errors import SchemaError
-from node.ingest.writer import SliceWriter, slice_schema, write_slice
+from node.ingest.writer import ROW_GROUP_ROWS, SliceWriter, slice_schema, write_slice
 from storage.hashing import logical_hash_parquet, physical_hash_file
 
 T0 = Timestamp.parse_rfc3339("2024-05-01T10:00:00Z")
@@ -42,15 +42,52 @@ def test_slice_columns_types_and_order(tmp_path: Path) -> None:
     assert w.max_event_time == Timestamp.parse_rfc3339("1970-01-01T00:00:02Z")
 
 
-def test_parquet_options_snappy_and_dictionary_only_on_op_and_system_time(tmp_path: Path) -> None:
+def test_parquet_options_snappy_delta_offsets_and_dictionaries(tmp_path: Path) -> None:
     w = write_slice(tmp_path / "s.parquet", merged(), start_offset=0, system_time=T0)
     md = pq.ParquetFile(w.path).metadata
     rg = md.row_group(0)
     by_name = {rg.column(i).path_in_schema: rg.column(i) for i in range(rg.num_columns)}
+    assert set(by_name) == {"offset", "op", "system_time", "event_time", "city", "population"}
     for name, col in by_name.items():
         assert col.compression == "SNAPPY"
         dict_encoded = any("DICTIONARY" in e for e in col.encodings)
-        assert dict_encoded == (name in ("op", "system_time")), name
+        assert dict_encoded == (name != "offset"), name
+    assert "DELTA_BINARY_PACKED" in by_name["offset"].encodings
+
+
+def test_nested_leaves_get_dictionaries_too(tmp_path: Path) -> None:
+    table = merged().append_column(
+        "s", pa.array([{"a": 1, "b": "x"}, {"a": 1, "b": "y"}, {"a": 2, "b": "x"}])
+    )
+    w = write_slice(tmp_path / "s.parquet", table, start_offset=0, system_time=T0)
+    rg = pq.ParquetFile(w.path).metadata.row_group(0)
+    encodings = {rg.column(i).path_in_schema: rg.column(i).encodings for i in range(rg.num_columns)}
+    assert any("DICTIONARY" in e for e in encodings["s.a"])
+    assert any("DICTIONARY" in e for e in encodings["s.b"])
+
+
+def test_system_columns_cost_almost_nothing(tmp_path: Path) -> None:
+    """A slice is within 1.1x of pyarrow's default file of its data columns (issue 15.3)."""
+    n = 300_000
+    data = pa.table(
+        {
+            "event_time": pa.array([1_700_000_000_000] * n, pa.timestamp("ms", "UTC")),
+            "id": pa.array(range(n), pa.int64()),
+            "name": [f"n{i}" for i in range(n)],
+            "qty": pa.array([i % 1024 for i in range(n)], pa.int32()),
+        }
+    )
+    pq.write_table(data, tmp_path / "plain.parquet")
+    baseline = (tmp_path / "plain.parquet").stat().st_size
+    writer = SliceWriter(tmp_path / "s.parquet", data.schema, start_offset=7, system_time=T0)
+    for batch in data.to_batches(max_chunksize=50_000):  # gathered into one row group
+        writer.write(batch)
+    w = writer.close()
+    assert pq.ParquetFile(w.path).metadata.num_row_groups == 1
+    assert w.size <= 1.1 * baseline, (w.size, baseline)
+    assert pq.read_table(w.path, columns=["offset"]).column(0).to_pylist() == list(
+        range(7, 7 + n)
+    )
 
 
 def test_hashes_match_storage_hashing(tmp_path: Path) -> None:
@@ -114,3 +151,29 @@ def test_slice_schema_event_time_not_nullable() -> None:
     s = slice_schema(pa.schema([pa.field("event_time", pa.timestamp("s")), ("v", pa.int8())]))
     assert not s.field("event_time").nullable
     assert s.field("v").nullable
+
+
+def test_batches_are_gathered_into_full_row_groups(tmp_path: Path) -> None:
+    """Row groups hold ROW_GROUP_ROWS rows whatever the batching; the rest goes last."""
+    n = 2 * ROW_GROUP_ROWS + 12_345
+    schema = pa.schema([("event_time", pa.timestamp("ms", "UTC")), ("v", pa.int32())])
+    writer = SliceWriter(tmp_path / "s.parquet", schema, start_offset=0, system_time=T0)
+    start, step = 0, 300_007  # batches that never align with row groups
+    while start < n:
+        size = min(step, n - start)
+        writer.write(
+            pa.table(
+                {
+                    "event_time": pa.array([0] * size, pa.timestamp("ms", "UTC")),
+                    "v": pa.array([(start + i) % 7 for i in range(size)], pa.int32()),
+                }
+            )
+        )
+        start += size
+    w = writer.close()
+    md = pq.ParquetFile(w.path).metadata
+    sizes = [md.row_group(i).num_rows for i in range(md.num_row_groups)]
+    assert sizes == [ROW_GROUP_ROWS, ROW_GROUP_ROWS, 12_345]
+    assert w.logical_hash == logical_hash_parquet(str(w.path))
+    offsets = pq.read_table(w.path, columns=["offset"]).column(0)
+    assert offsets[0].as_py() == 0 and offsets[n - 1].as_py() == n - 1
