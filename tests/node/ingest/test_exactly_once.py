@@ -222,3 +222,35 @@ def test_sigkill_then_rerun(tmp_path: Path, point: str) -> None:
     pull_until_up_to_date(ds)
     assert ids(ds) == EXPECTED
     assert verify_integrity(ds).ok
+
+
+def test_a_key_recorded_by_the_older_algorithm_is_still_recognised(tmp_path: Path) -> None:
+    """Push input keys are SHA-256 now; a blake2b key recorded before still marks a duplicate."""
+    from fbs.model import SourceState
+    from node.ingest import pipeline
+
+    ws = Workspace.init(tmp_path / "ws")
+    src = AddPushSource(
+        source_name="default",
+        read=ReadStepCsv(header=True, ddl_schema=DDL),
+        merge=MergeStrategyAppend(),
+    )
+    ds = ws.add_snapshot(DatasetSnapshot(name="pop", kind=DatasetKind.Root, metadata=(src,)))
+    a = tmp_path / "a.csv"
+    a.write_text("event_time,id\n2020-01-01T00:00:00Z,0\n")
+    assert ingest(ds, [a]).committed
+    state = ds.state()
+    assert state is not None and state.last_source_state is not None
+    assert state.last_source_state.value.startswith("sha256:")
+    legacy = SourceState(
+        source_name="default",
+        kind=pipeline.PUSH_INPUT_STATE_KIND,
+        value=pipeline.push_input_key("default", [a], None, algorithm="blake2b-256"),
+    )
+    assert legacy.value.startswith("blake2b-256:")
+    plan = pipeline._Plan(None, None)
+    head = ds.head()
+    pipeline._commit_plan(ds, head, state, plan, legacy, None, state.system_time)
+    again = ingest(ds, [a])
+    assert again.duplicate_input and not again.committed
+    assert ids(ds) == [0]
