@@ -2,12 +2,21 @@
 
 Both engines read the same staging: for each dataset the query mentions, a temp directory
 under ``.odf/run/sql/`` holding hard links (copies across filesystems) of exactly the
-data files the dataset's chain references, so unreferenced objects (left by interrupted
-commits) are never read; a dataset with a schema but no data gets an empty Parquet file
-with its schema. Datasets are picked by a case-insensitive search of their alias in the
-query text (cheap, and it keeps the engine from reading the footers of every dataset); a
-dataset named but without a schema is skipped. Tables are named by dataset alias
-(backtick-quote aliases with dots or slashes: ``SELECT * FROM `acme/my.data```).
+data files the dataset's chain references, each hash-checked first (`storage.verified`:
+one ``lstat`` for a slice checked before), so unreferenced objects (left by interrupted
+commits) and damaged ones are never read; a dataset with a schema but no data gets an
+empty Parquet file with its schema. The list of a dataset's slices and its schema come
+from the slice-list cache of its current head (`storage.catalog.cached_slices`), else
+from a walk of its chain, which then writes that cache: a query over datasets that did
+not change since the last one decodes no block.
+
+Datasets are picked by a case-insensitive search of their alias in the query text as a
+whole name (not inside a longer name: ``demo.ds1`` is not mentioned by ``demo.ds10``),
+which keeps the engine from reading the footers of every dataset and ``SELECT 1`` from
+reading any chain. A query that then fails on a missing table runs once more with every
+dataset staged (a name the scan cannot see, e.g. a Unicode escape). A dataset named but
+without a schema is skipped. Tables are named by dataset alias (backtick-quote aliases
+with dots or slashes: ``SELECT * FROM `acme/my.data```).
 
 ``datafusion`` (the default, kamu's choice for ``kamu sql``): the query runs in this
 process on an embedded DataFusion session (`node.sql_embedded`: naming, result types,
@@ -29,23 +38,32 @@ import contextlib
 import os
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Final, Literal
+from typing import TYPE_CHECKING, Final, Literal, TypeVar
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 
-from fbs.rules import new_data
+from engine.errors import InvalidQuery
 from node.errors import UsageError
 from node.sql_embedded import StagedTable
-from storage.verified import verified_slice_paths
+from storage.catalog import (
+    DatasetEntry,
+    SliceList,
+    cached_slices,
+    entries,
+    open_dataset,
+    state_cache_path,
+    write_slices_cache,
+)
+from storage.layout import DatasetLayout
+from storage.verified import VerifiedObjects, record_path_for
 
 if TYPE_CHECKING:
     from engine.client import EngineClient
     from fbs.model import SetDataSchema
-    from storage.workspace import DatasetEntry, Workspace
+    from storage.workspace import Workspace
 
 __all__ = [
     "DEFAULT_SQL_ENGINE",
@@ -54,6 +72,8 @@ __all__ = [
     "SQL_ENGINES",
     "SqlEngine",
     "SqlResult",
+    "datasets_in_query",
+    "run_embedded",
     "run_sql",
     "tables_for_query",
 ]
@@ -67,6 +87,11 @@ MAX_QUERY_CHARS: Final = 1024 * 1024
 #: Rows printed by the table format (all rows go to CSV/JSON/Parquet outputs).
 MAX_RESULT_ROWS_SHOWN: Final = 10_000
 SQL_DIR: Final = "sql"
+#: Engine messages of a query that names a table nobody registered (DataFusion: "table
+#: '...' not found"; Spark: "[TABLE_OR_VIEW_NOT_FOUND] ... cannot be found").
+_MISSING_TABLE: Final = ("not found", "cannot be found")
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,15 +103,36 @@ class SqlResult:
 
     def read(self) -> pa.Table:
         """The result as an Arrow table."""
+        import pyarrow.parquet as pq
+
         # Not pq.read_table: that imports pyarrow.dataset (and pandas), 0.3 s of start-up.
         with pq.ParquetFile(self.path) as f:
             return f.read()
 
 
-def tables_for_query(ws: Workspace, query: str) -> list[DatasetEntry]:
-    """Datasets whose alias appears in ``query`` (case-insensitive)."""
+def _mentions(text: str, name: str) -> bool:
+    """Whether ``name`` occurs in ``text`` not as part of a longer identifier."""
+    start = text.find(name)
+    while start >= 0:
+        end = start + len(name)
+        before = text[start - 1] if start > 0 else " "
+        after = text[end] if end < len(text) else " "
+        if not (before.isalnum() or before == "_" or after.isalnum() or after == "_"):
+            return True
+        start = text.find(name, start + 1)
+    return False
+
+
+def datasets_in_query(root: Path, query: str) -> list[DatasetEntry]:
+    """Datasets of workspace ``root`` (its ``.odf``) whose alias appears in ``query`` as
+    a whole name, case-insensitively (see the module docstring)."""
     text = query.lower()
-    return [e for e in ws.list() if e.alias.lower() in text]
+    return [e for e in entries(root) if _mentions(text, e.alias.lower())]
+
+
+def tables_for_query(ws: Workspace, query: str) -> list[DatasetEntry]:
+    """`datasets_in_query` of workspace ``ws``."""
+    return datasets_in_query(ws.root, query)
 
 
 def _link(src: Path, dst: Path) -> None:
@@ -113,33 +159,74 @@ def _declared_schema(event: SetDataSchema) -> pa.Schema | None:
     return None
 
 
-def _stage_dataset(ws: Workspace, entry: DatasetEntry, target: Path) -> StagedTable | None:
-    """Fill ``target`` with the dataset's data files; None if it has nothing to read."""
-    ds = ws.get(entry.id)
-    state = ds.state()
-    if state is None or state.data_schema is None:
-        return None
-    target.mkdir(parents=True)
-    verified_slice_paths(ds)  # every slice checked against its block before it is staged
-    count = 0
-    for _h, _raw, block in ds.iter_blocks():
-        d = new_data(block.event)
-        if d is not None:
-            h = d.physical_hash
-            _link(ds.layout.data.path_of(h), target / f"{h.to_multibase()}.parquet")
-            count += 1
-    if count == 0:
-        from node.transform import arrow_schema_of
+def _list_from_chain(root: Path, entry: DatasetEntry) -> SliceList | None:
+    """The slice list of ``entry``, from its chain (decoded); kept for the next query.
 
-        schema = arrow_schema_of(state.data_schema, entry.alias)
+    Raises:
+        InputNotReady: a dataset without data whose schema cannot be converted.
+    """
+    from fbs.rules import new_data
+
+    ds = open_dataset(root, entry)
+    state = ds.state()
+    if state is None:
+        return None
+    slices = []
+    schema: pa.Schema | None = None
+    if state.data_schema is not None:
+        for _h, _raw, block in ds.iter_blocks(state.head):
+            d = new_data(block.event)
+            if d is not None:
+                slices.append((d.physical_hash, d.size))
+        slices.reverse()
+        if slices:
+            schema = _declared_schema(state.data_schema)
+        else:
+            from node.transform import arrow_schema_of
+
+            schema = arrow_schema_of(state.data_schema, entry.alias)
+    listing = SliceList(
+        state.head,
+        tuple(slices),
+        state.data_schema is not None,
+        None if schema is None else schema.serialize().to_pybytes(),
+    )
+    write_slices_cache(root, entry, listing)
+    return listing
+
+
+def _stage_dataset(root: Path, entry: DatasetEntry, target: Path) -> StagedTable | None:
+    """Fill ``target`` with the dataset's data files; None if it has nothing to read.
+
+    Raises:
+        MissingObject / DamagedObject: a slice is missing or does not match its block.
+    """
+    listing = cached_slices(root, entry) or _list_from_chain(root, entry)
+    if listing is None or not listing.has_schema:
+        return None
+    schema = None if listing.schema is None else pa.ipc.read_schema(pa.py_buffer(listing.schema))
+    target.mkdir(parents=True)
+    data = DatasetLayout(entry.path).data.root
+    verifier = VerifiedObjects(record_path_for(state_cache_path(root, entry.id)))
+    try:  # every slice checked against its block before it is staged
+        for h, size in listing.slices:
+            verifier.check(data, "data", h, size)
+    finally:
+        verifier.flush()
+    for h, _size in listing.slices:
+        name = h.to_multibase()
+        _link(data / name, target / f"{name}.parquet")
+    if not listing.slices:
+        import pyarrow.parquet as pq
+
+        assert schema is not None  # `_list_from_chain` keeps one for a dataset without data
         pq.write_table(schema.empty_table(), target / "empty.parquet")
-        return StagedTable(entry.alias, target, schema)
-    return StagedTable(entry.alias, target, _declared_schema(state.data_schema))
+    return StagedTable(entry.alias, target, schema)
 
 
 @contextlib.contextmanager
-def _staged(ws: Workspace) -> Iterator[Path]:
-    base = ws.root / "run" / SQL_DIR
+def _staged(root: Path) -> Iterator[Path]:
+    base = root / "run" / SQL_DIR
     base.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix="q-", dir=base))
     try:
@@ -148,13 +235,30 @@ def _staged(ws: Workspace) -> Iterator[Path]:
         shutil.rmtree(work, ignore_errors=True)
 
 
-def _stage_all(ws: Workspace, query: str, work: Path) -> list[StagedTable]:
+def _stage(
+    root: Path, picked: Sequence[DatasetEntry], work: Path, first: int = 0
+) -> list[StagedTable]:
     staged = []
-    for n, entry in enumerate(tables_for_query(ws, query)):
-        table = _stage_dataset(ws, entry, work / f"t{n}")
+    for n, entry in enumerate(picked, start=first):
+        table = _stage_dataset(root, entry, work / f"t{n}")
         if table is not None:
             staged.append(table)
     return staged
+
+
+def _with_tables(root: Path, query: str, work: Path, run: Callable[[list[StagedTable]], T]) -> T:
+    """``run`` over the datasets the query mentions; again over every dataset when the
+    engine found a table missing and some dataset was left out."""
+    mentioned = datasets_in_query(root, query)
+    staged = _stage(root, mentioned, work)
+    try:
+        return run(staged)
+    except InvalidQuery as e:
+        message = str(e).lower()
+        rest = [d for d in entries(root) if d not in mentioned]
+        if not rest or not any(m in message for m in _MISSING_TABLE):
+            raise
+    return run(staged + _stage(root, rest, work, first=len(mentioned)))
 
 
 def _quote(name: str) -> str:
@@ -180,6 +284,37 @@ def _run_spark(staged: list[StagedTable], query: str, out: Path, engine: EngineC
     return int(response.num_records)
 
 
+def _check_query(query: str) -> None:
+    if not query.strip():
+        raise UsageError("empty query")
+    if len(query) > MAX_QUERY_CHARS:
+        raise UsageError(f"query longer than {MAX_QUERY_CHARS} characters")
+
+
+def run_embedded(root: Path, query: str, *, without_pandas: bool = False) -> pa.Table:
+    """Run ``query`` over the datasets of workspace ``root`` (its ``.odf`` directory) on
+    the embedded DataFusion engine; the result, as `run_sql` would write it.
+
+    Needs no `storage.workspace.Workspace` (nor, when every dataset the query mentions
+    has a current slice-list cache, the metadata model): the short path of ``odf sql``.
+    ``without_pandas``: see `node.sql_embedded.import_datafusion`.
+
+    Raises:
+        UsageError: an empty or oversized query.
+        engine.errors.InvalidQuery: DataFusion refused the query (its message).
+    """
+    from node.sql_embedded import run_datafusion
+
+    _check_query(query)
+    with _staged(root) as work:
+        return _with_tables(
+            root,
+            query,
+            work,
+            lambda staged: run_datafusion(staged, query, without_pandas=without_pandas),
+        )
+
+
 def run_sql(
     ws: Workspace,
     query: str,
@@ -201,10 +336,9 @@ def run_sql(
         engine.errors.InvalidQuery: the engine refused the query (its message).
         engine.errors.EngineInternalError / EngineUnavailable: the Spark engine failed.
     """
-    if not query.strip():
-        raise UsageError("empty query")
-    if len(query) > MAX_QUERY_CHARS:
-        raise UsageError(f"query longer than {MAX_QUERY_CHARS} characters")
+    import pyarrow.parquet as pq
+
+    _check_query(query)
     if sql_engine is None:
         sql_engine = "spark" if engine is not None else DEFAULT_SQL_ENGINE
     if sql_engine not in SQL_ENGINES:
@@ -213,18 +347,23 @@ def run_sql(
         from node.engine_manager import get_engine
 
         engine = get_engine(ws)
-    with _staged(ws) as work:
-        staged = _stage_all(ws, query, work)
-        out = work / "result.parquet"
-        if engine is not None and sql_engine == "spark":
-            num_records = _run_spark(staged, query, out, engine)
-        else:
-            from node.sql_embedded import run_datafusion
-
-            table = run_datafusion(staged, query, without_pandas=without_pandas)
-            pq.write_table(table, out)
-            num_records = table.num_rows
-        output_path = Path(output_path)
-        output_path.parent.mkdir(parents=True, exist_ok=True)
-        shutil.move(out, output_path)
-    return SqlResult(output_path, num_records)
+    output_path = Path(output_path)
+    if engine is not None and sql_engine == "spark":
+        spark = engine
+        with _staged(ws.root) as work:
+            out = work / "result.parquet"
+            num_records = _with_tables(
+                ws.root, query, work, lambda staged: _run_spark(staged, query, out, spark)
+            )
+            output_path.parent.mkdir(parents=True, exist_ok=True)
+            shutil.move(out, output_path)
+        return SqlResult(output_path, num_records)
+    table = run_embedded(ws.root, query, without_pandas=without_pandas)
+    output_path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = output_path.with_name(f".{output_path.name}.{os.getpid()}.tmp")
+    try:  # the file appears whole or not at all, as with the Spark engine's
+        pq.write_table(table, tmp)
+        os.replace(tmp, output_path)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return SqlResult(output_path, table.num_rows)

@@ -16,6 +16,7 @@ computes the state through `storage.dataset` (which validates the chain).
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import hashlib
 import json
@@ -46,6 +47,8 @@ if TYPE_CHECKING:
 __all__ = [
     "DatasetEntry",
     "DatasetSummary",
+    "SliceList",
+    "cached_slices",
     "cached_summary",
     "check_root",
     "entries",
@@ -55,7 +58,9 @@ __all__ = [
     "rebuild_index",
     "resolve",
     "scan",
+    "slices_cache_path",
     "state_cache_path",
+    "write_slices_cache",
 ]
 
 WORKSPACE_DIR: Final = ".odf"
@@ -65,6 +70,11 @@ INDEX_FILE: Final = "aliases.json"
 DATASETS_DIR: Final = "datasets"
 CACHE_DIR: Final = "cache"
 STATE_CACHE_DIR: Final = "chain-state"
+#: Per-dataset lists of the data slices a head references (`cached_slices`).
+SLICES_CACHE_DIR: Final = "slices"
+SLICES_FORMAT_VERSION: Final = 1
+#: Refuse to parse a slice list larger than this (a cache: recomputed instead).
+MAX_SLICES_CACHE_SIZE: Final = 64 * 2**20
 #: Refuse to parse an alias index larger than this (it is a cache; rebuilt instead).
 MAX_INDEX_FILE_SIZE: Final = 64 * 2**20
 #: Parent directories searched for ``.odf/`` before giving up.
@@ -95,6 +105,19 @@ class DatasetSummary:
     blocks: int
     records: int
     size: int
+
+
+@dataclass(frozen=True, slots=True)
+class SliceList:
+    """The data slices a dataset's chain references up to ``head``, oldest first, as
+    (physical hash, size) pairs, with what its reader derived from the chain at that
+    head (``schema``: opaque bytes, e.g. an Arrow IPC schema; ``has_schema``: whether
+    the chain declares a data schema at all)."""
+
+    head: Multihash
+    slices: tuple[tuple[Multihash, int], ...]
+    has_schema: bool
+    schema: bytes | None
 
 
 # -- the workspace root -----------------------------------------------------------------
@@ -300,8 +323,7 @@ def cached_summary(root: Path, entry: DatasetEntry) -> DatasetSummary | None:
     Raises:
         InvalidRef: ``refs/head`` does not hold a canonical hash.
     """
-    layout = DatasetLayout(entry.path)
-    head = layout.refs.get_or_none(HEAD)
+    head = _head_if_intact(DatasetLayout(entry.path))
     if head is None:
         return None
     state = _read_state_json(state_cache_path(root, entry.id))
@@ -317,22 +339,108 @@ def cached_summary(root: Path, entry: DatasetEntry) -> DatasetSummary | None:
         return None
     if last_offset is not None and not isinstance(last_offset, int):
         return None
-    try:
-        layout.blocks.check(head)  # the head a summary names must be there, intact
-    except (StorageError, OSError):
-        return None
     records = 0 if last_offset is None else last_offset + 1
     return DatasetSummary(kind, head, seq + 1, records, size)
 
 
+def _head_if_intact(layout: DatasetLayout) -> Multihash | None:
+    """``refs/head`` when its block is present and hashes to its name, else None.
+
+    Raises:
+        InvalidRef: ``refs/head`` does not hold a canonical hash.
+    """
+    head = layout.refs.get_or_none(HEAD)
+    if head is None:
+        return None
+    try:
+        layout.blocks.check(head)
+    except (StorageError, OSError):
+        return None
+    return head
+
+
+# -- slice lists ------------------------------------------------------------------------
+# What ``odf sql`` stages for a dataset, kept so that a query does not decode the whole
+# chain (which needs the model and codec) when the head has not moved. The list is a
+# cache in the workspace like the chain-state cache: self-checked (SHA3 of its body),
+# used only for the current, intact head of the dataset it names; the slices it lists
+# are still hash-checked (`storage.verified`) before anything reads them.
+
+
+def slices_cache_path(root: Path, did: DatasetId) -> Path:
+    """The slice-list cache file of dataset ``did`` in workspace ``root``."""
+    return root / CACHE_DIR / SLICES_CACHE_DIR / f"{did.as_multibase()}.json"
+
+
+def cached_slices(root: Path, entry: DatasetEntry) -> SliceList | None:
+    """The slice list of ``entry`` at its current head, or ``None`` when no intact
+    cache was written for that head (the caller then walks the chain and writes one
+    with `write_slices_cache`).
+
+    Raises:
+        InvalidRef: ``refs/head`` does not hold a canonical hash.
+    """
+    body = _read_checked_json(slices_cache_path(root, entry.id), SLICES_FORMAT_VERSION)
+    if body is None:
+        return None
+    try:
+        head_text, did_text = body["head"], body["dataset_id"]
+        has_schema, schema_b64, items = body["has_schema"], body["schema"], body["slices"]
+        if did_text != entry.id.to_did_odf() or not isinstance(has_schema, bool):
+            return None
+        head = _head_if_intact(DatasetLayout(entry.path))
+        if head is None or head.to_multibase() != head_text:
+            return None
+        slices = tuple((Multihash.from_multibase(h), _size(n)) for h, n in items)
+        schema = None if schema_b64 is None else base64.b64decode(schema_b64, validate=True)
+    except (KeyError, TypeError, ValueError, FbsError):
+        return None
+    return SliceList(head, slices, has_schema, schema)
+
+
+def _size(n: object) -> int:
+    if not isinstance(n, int) or isinstance(n, bool) or n < 0:
+        raise ValueError("not a size")
+    return n
+
+
+def write_slices_cache(root: Path, entry: DatasetEntry, listing: SliceList) -> None:
+    """Keep ``listing`` for `cached_slices` (best effort: a failure only costs a walk)."""
+    body = {
+        "dataset_id": entry.id.to_did_odf(),
+        "head": listing.head.to_multibase(),
+        "has_schema": listing.has_schema,
+        "schema": None if listing.schema is None else base64.b64encode(listing.schema).decode(),
+        "slices": [[h.to_multibase(), size] for h, size in listing.slices],
+    }
+    text = json.dumps(body, sort_keys=True, separators=(",", ":"))
+    digest = hashlib.sha3_256(text.encode("utf-8")).hexdigest()
+    data = json.dumps({"format": SLICES_FORMAT_VERSION, "sha3": digest, "state": text})
+    path = slices_cache_path(root, entry.id)
+    # No fsync: a torn or lost file fails its SHA3 check and is only recomputed.
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp.write_bytes(data.encode("utf-8"))
+        os.replace(tmp, path)
+    except OSError:
+        with contextlib.suppress(OSError):
+            tmp.unlink(missing_ok=True)
+
+
 def _read_state_json(path: Path) -> dict[str, Any] | None:
+    """The body of a `storage.chain.state_to_json` file, if intact (else ``None``)."""
+    return _read_checked_json(path, STATE_FORMAT_VERSION)
+
+
+def _read_checked_json(path: Path, version: int) -> dict[str, Any] | None:
     """The body of a `storage.chain.state_to_json` file, if intact (else ``None``)."""
     try:
         data = read_bytes_limited(path, MAX_STATE_CACHE_SIZE)
         if data is None:
             return None
         outer = json.loads(data)
-        if not isinstance(outer, dict) or outer.get("format") != STATE_FORMAT_VERSION:
+        if not isinstance(outer, dict) or outer.get("format") != version:
             return None
         text = outer["state"]
         if hashlib.sha3_256(text.encode("utf-8")).hexdigest() != outer["sha3"]:

@@ -9,11 +9,10 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 from typing import Any, Final
 
 from node.cli_util import EXIT_OK, open_workspace
-from node.errors import UsageError, VerificationFailed
+from node.errors import VerificationFailed
 
 __all__ = [
     "SQL_OUTPUT_FORMATS",
@@ -79,68 +78,11 @@ def cmd_engine_stop(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _sql_value(value: Any) -> Any:
-    if isinstance(value, bytes):
-        return value.hex()
-    return value
-
-
-def _warn_disputed(ws: Any, query: str) -> None:
-    """Warn on stderr about disputed datasets the query reads (`node.disputes`)."""
-    from node.disputes import disputed_warning
-    from node.sql import tables_for_query
-
-    for entry in tables_for_query(ws, query):
-        warning = disputed_warning(ws, entry.id)
-        if warning is not None:
-            sys.stderr.write(f"odf: warning: {warning}\n")
-
-
 def cmd_sql(args: argparse.Namespace) -> int:
-    """Run a SQL query over the workspace's datasets (DataFusion, or Spark)."""
-    import json
-    import shutil
-    import tempfile
+    """Run a SQL query over the workspace's datasets (`node.sql_command`)."""
+    from node.sql_command import cmd_sql as run
 
-    from node.output import render
-    from node.sql import MAX_RESULT_ROWS_SHOWN, run_sql
-
-    fmt = args.output_format
-    if fmt == "parquet" and not args.output_path:
-        raise UsageError("--output-format parquet needs --output-path")
-    ws = open_workspace(args)
-    _warn_disputed(ws, args.query)
-    with tempfile.TemporaryDirectory(prefix="odf-sql-") as tmp:
-        path = Path(tmp) / "result.parquet"
-        result = run_sql(ws, args.query, path, sql_engine=args.engine, without_pandas=True)
-        if fmt == "parquet":
-            shutil.move(result.path, args.output_path)
-            print(f"wrote {result.num_records} record(s) to {args.output_path}")
-            return EXIT_OK
-        table = result.read()
-        out = open(args.output_path, "w", encoding="utf-8") if args.output_path else sys.stdout  # noqa: SIM115
-        try:
-            if fmt == "csv":
-                import pyarrow.csv as pacsv
-
-                # pyarrow writes bytes; go through a temp file to reach a text stream.
-                csv_path = Path(tmp) / "result.csv"
-                pacsv.write_csv(table, str(csv_path))
-                out.write(csv_path.read_text(encoding="utf-8"))
-            elif fmt == "json":
-                rows = [{k: _sql_value(v) for k, v in r.items()} for r in table.to_pylist()]
-                out.write(json.dumps(rows, indent=2, ensure_ascii=False, default=str) + "\n")
-            else:
-                shown = table.slice(0, MAX_RESULT_ROWS_SHOWN).to_pylist()
-                render(shown, "table", columns=table.column_names, out=out)
-                if table.num_rows > MAX_RESULT_ROWS_SHOWN:
-                    sys.stderr.write(
-                        f"odf: note: showing {MAX_RESULT_ROWS_SHOWN} of {table.num_rows} rows\n"
-                    )
-        finally:
-            if out is not sys.stdout:
-                out.close()
-    return EXIT_OK
+    return run(args)
 
 
 def pull_result_rows(result: Any) -> list[dict[str, Any]]:

@@ -284,9 +284,9 @@ def test_attestations_evidence_flag(tmp_path: Path, capsys: pytest.CaptureFixtur
     out = capsys.readouterr().out
     assert "DISPUTED" in out and "Divergence: block #" in out
     # `odf sql` warns about disputed datasets its query reads (before running it).
-    from node.commands.transform import _warn_disputed
+    from node.sql_command import warn_disputed
 
-    _warn_disputed(ws, "SELECT * FROM d")
+    warn_disputed(ws.root, "SELECT * FROM d")
     assert "is DISPUTED" in capsys.readouterr().err
-    _warn_disputed(ws, "SELECT 1")
+    warn_disputed(ws.root, "SELECT 1")
     assert capsys.readouterr().err == ""

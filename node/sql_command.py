@@ -1,0 +1,177 @@
+"""``odf sql``: the command (arguments, warnings, output), on `node.sql`.
+
+The default (embedded) path is what a user feels as interactive SQL, so it imports only
+what it uses: the workspace is found and its datasets listed through `storage.catalog`
+(no `storage.workspace`, no metadata model when the slice-list caches are current), the
+evidence store is opened only when the workspace has p2p state and the query mentions a
+dataset, the result is rendered from the Arrow table (no Parquet round trip), and
+numpy/pandas are kept out (`refuse_numpy`). ``--engine spark`` runs `node.sql.run_sql`
+on the shared engine as before.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Sequence
+from importlib.machinery import ModuleSpec
+from pathlib import Path
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, Final
+
+from node.cli_util import EXIT_OK, open_workspace, workspace_root
+from node.errors import UsageError
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+__all__ = ["P2P_DIR", "cmd_sql", "refuse_numpy", "warn_disputed"]
+
+#: `p2p.head_store.P2P_DIR`: where a workspace keeps the evidence `node.disputes`
+#: reads; without it no dataset can be disputed (a test keeps them equal).
+P2P_DIR: Final = "p2p"
+#: Top-level packages `refuse_numpy` keeps out of the process.
+_REFUSED: Final = ("numpy", "pandas")
+
+
+class _Refuse:
+    """A meta-path finder that makes imports of `_REFUSED` packages fail."""
+
+    def find_spec(
+        self, name: str, path: Sequence[str] | None = None, target: ModuleType | None = None
+    ) -> ModuleSpec | None:
+        if name.partition(".")[0] in _REFUSED:
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+        return None
+
+
+def refuse_numpy() -> bool:
+    """Keep numpy and pandas out of this process, if none of numpy, pandas and pyarrow
+    is loaded yet; whether it did.
+
+    pyarrow imports numpy when it can (a third of ``odf sql``'s start-up) and then
+    DataFusion's scalars import pandas; without them pyarrow runs its numpy-free paths,
+    which is all a query and its renderings use. The refusal stays for the life of the
+    process: pyarrow does not initialize numpy's C API once it started without it, so a
+    later import could hand it arrays it cannot read. Only for a short-lived process
+    that runs one query (the CLI); a process that already has them is left alone.
+    """
+    if any(m in sys.modules for m in (*_REFUSED, "pyarrow")):
+        return False
+    sys.meta_path.insert(0, _Refuse())
+    return True
+
+
+def warn_disputed(root: Path, query: str) -> None:
+    """Warn on stderr about disputed datasets the query reads (`node.disputes`); ``root``
+    is the workspace's ``.odf`` directory."""
+    if not (root / P2P_DIR).is_dir():
+        return  # no evidence store: nothing can be disputed
+    from node.sql import datasets_in_query
+
+    mentioned = datasets_in_query(root, query)
+    if not mentioned:
+        return
+    from node.disputes import disputed_warning
+    from storage.workspace import Workspace
+
+    ws = Workspace(root)
+    for entry in mentioned:
+        warning = disputed_warning(ws, entry.id)
+        if warning is not None:
+            sys.stderr.write(f"odf: warning: {warning}\n")
+
+
+def _sql_value(value: Any) -> Any:
+    if isinstance(value, bytes):
+        return value.hex()
+    return value
+
+
+def cmd_sql(args: argparse.Namespace) -> int:
+    """Run a SQL query over the workspace's datasets (DataFusion, or Spark)."""
+    fmt = args.output_format
+    if fmt == "parquet" and not args.output_path:
+        raise UsageError("--output-format parquet needs --output-path")
+    if args.engine == "spark":
+        return _run_on_spark(args)
+    refuse_numpy()
+    root = workspace_root(args)
+    warn_disputed(root, args.query)
+    from node.sql import run_embedded
+
+    table = run_embedded(root, args.query, without_pandas=True)
+    if fmt == "parquet":
+        _write_parquet(table, Path(args.output_path))
+        print(f"wrote {table.num_rows} record(s) to {args.output_path}")
+        return EXIT_OK
+    _emit(table, fmt, args.output_path)
+    return EXIT_OK
+
+
+def _run_on_spark(args: argparse.Namespace) -> int:
+    import shutil
+    import tempfile
+
+    from node.sql import run_sql
+
+    ws = open_workspace(args)
+    warn_disputed(ws.root, args.query)
+    with tempfile.TemporaryDirectory(prefix="odf-sql-") as tmp:
+        path = Path(tmp) / "result.parquet"
+        result = run_sql(ws, args.query, path, sql_engine="spark")
+        if args.output_format == "parquet":
+            shutil.move(result.path, args.output_path)
+            print(f"wrote {result.num_records} record(s) to {args.output_path}")
+            return EXIT_OK
+        _emit(result.read(), args.output_format, args.output_path)
+    return EXIT_OK
+
+
+def _write_parquet(table: pa.Table, path: Path) -> None:
+    import pyarrow.parquet as pq
+
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        pq.write_table(table, tmp)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def _emit(table: pa.Table, fmt: str, output_path: str | None) -> None:
+    """Write ``table`` as ``fmt`` (table, csv, json) to ``output_path`` or stdout."""
+    from node.output import render
+    from node.sql import MAX_RESULT_ROWS_SHOWN
+
+    out = open(output_path, "w", encoding="utf-8") if output_path else sys.stdout  # noqa: SIM115
+    try:
+        if fmt == "csv":
+            out.write(_csv_text(table))
+        elif fmt == "json":
+            rows = [{k: _sql_value(v) for k, v in r.items()} for r in table.to_pylist()]
+            out.write(json.dumps(rows, indent=2, ensure_ascii=False, default=str) + "\n")
+        else:
+            shown = table.slice(0, MAX_RESULT_ROWS_SHOWN).to_pylist()
+            render(shown, "table", columns=table.column_names, out=out)
+            if table.num_rows > MAX_RESULT_ROWS_SHOWN:
+                sys.stderr.write(
+                    f"odf: note: showing {MAX_RESULT_ROWS_SHOWN} of {table.num_rows} rows\n"
+                )
+    finally:
+        if out is not sys.stdout:
+            out.close()
+
+
+def _csv_text(table: pa.Table) -> str:
+    import pyarrow as pa
+    import pyarrow.csv as pacsv
+
+    # pyarrow writes bytes: into memory, then decoded for a text stream, with line ends
+    # translated as reading it back as text would (universal newlines).
+    sink = pa.BufferOutputStream()
+    pacsv.write_csv(table, sink)
+    text: str = sink.getvalue().to_pybytes().decode("utf-8")
+    return text.replace("\r\n", "\n").replace("\r", "\n")

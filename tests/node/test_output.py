@@ -1,0 +1,83 @@
+"""`node.output`: tables drawn without rich are the ones rich draws (issue 15.1/15.2)."""
+
+from __future__ import annotations
+
+import io
+import string
+import sys
+from collections.abc import Sequence
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from node.output import TABLE_WIDTH, plain_table, render
+
+
+def rich_table(columns: Sequence[str], cells: Sequence[Sequence[str]]) -> str:
+    """What `node.output` drew with rich for every table before the plain path."""
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=None, show_lines=False)
+    for c in columns:
+        table.add_column(c, overflow="fold")
+    for row in cells:
+        table.add_row(*row)
+    out = io.StringIO()
+    console = Console(file=out, soft_wrap=False, markup=False, emoji=False)
+    console.width = max(TABLE_WIDTH, console.width)
+    console.print(table)
+    return out.getvalue()
+
+
+TEXT = st.text(alphabet=string.printable[:95] + "é\t\n┃", max_size=24)
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    columns=st.lists(TEXT, min_size=1, max_size=6),
+    data=st.data(),
+)
+def test_plain_tables_are_what_rich_draws(columns: list[str], data: st.DataObject) -> None:
+    rows = data.draw(st.lists(st.lists(TEXT, min_size=len(columns), max_size=len(columns))))
+    plain = plain_table(columns, rows)
+    if plain is not None:
+        assert plain == rich_table(columns, rows)
+
+
+@pytest.mark.parametrize(
+    ("columns", "rows", "drawn"),
+    [
+        (["a", "bb"], [["x  ", "  y"], ["", "zz z"]], True),
+        (["count(*)"], [["2"]], True),
+        (["a", "b"], [], True),
+        (["a"], [["x" * (TABLE_WIDTH - 4)]], True),
+        (["a"], [["x" * (TABLE_WIDTH - 3)]], False),  # wraps in rich
+        (["city"], [["Zürich"]], False),
+        (["a"], [["two\nlines"]], False),
+        ([], [], False),
+    ],
+)
+def test_plain_table_cases(columns: list[str], rows: list[list[str]], drawn: bool) -> None:
+    plain = plain_table(columns, rows)
+    assert (plain is not None) == drawn
+    if plain is not None:
+        assert plain == rich_table(columns, rows)
+
+
+def test_render_draws_without_rich_only_when_rich_would_draw_plainly(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    rows = [{"dataset": "demo.a", "records": 3, "tags": ["x", "y"], "none": None}]
+    expected = rich_table(["dataset", "records", "tags", "none"], [["demo.a", "3", "x, y", ""]])
+    out = io.StringIO()
+    render(rows, "table", out=out)
+    assert out.getvalue() == expected
+    # FORCE_COLOR makes rich style even a file: such output still goes through rich.
+    monkeypatch.setenv("FORCE_COLOR", "1")
+    monkeypatch.delitem(sys.modules, "rich.console", raising=False)
+    styled = io.StringIO()
+    render(rows, "table", out=styled)
+    assert "rich.console" in sys.modules
+    assert "\x1b[" in styled.getvalue()
