@@ -5,7 +5,7 @@ what it uses: the workspace is found and its datasets listed through `storage.ca
 (no `storage.workspace`, no metadata model when the slice-list caches are current), the
 evidence store is opened only when the workspace has p2p state and the query mentions a
 dataset, the result is rendered from the Arrow table (no Parquet round trip), and
-numpy/pandas are kept out (`refuse_numpy`). ``--engine spark`` runs `node.sql.run_sql`
+numpy/pandas/cloudpickle are kept out (`refuse_numpy`). ``--engine spark`` runs `node.sql.run_sql`
 on the shared engine as before.
 """
 
@@ -32,8 +32,9 @@ __all__ = ["P2P_DIR", "cmd_sql", "refuse_numpy", "warn_disputed"]
 #: `p2p.head_store.P2P_DIR`: where a workspace keeps the evidence `node.disputes`
 #: reads; without it no dataset can be disputed (a test keeps them equal).
 P2P_DIR: Final = "p2p"
-#: Top-level packages `refuse_numpy` keeps out of the process.
-_REFUSED: Final = ("numpy", "pandas")
+#: Top-level packages `refuse_numpy` keeps out of the process (pyarrow pickles with
+#: cloudpickle when it is there, else with the standard pickle: a query pickles nothing).
+_REFUSED: Final = ("numpy", "pandas", "cloudpickle")
 
 
 class _Refuse:
@@ -48,8 +49,8 @@ class _Refuse:
 
 
 def refuse_numpy() -> bool:
-    """Keep numpy and pandas out of this process, if none of numpy, pandas and pyarrow
-    is loaded yet; whether it did.
+    """Keep numpy, pandas and cloudpickle out of this process, if none of them nor
+    pyarrow is loaded yet; whether it did.
 
     pyarrow imports numpy when it can (a third of ``odf sql``'s start-up) and then
     DataFusion's scalars import pandas; without them pyarrow runs its numpy-free paths,
