@@ -13,6 +13,7 @@ Order: a snapshot is added after every other snapshot of the batch that one of i
 transform inputs names (compared case-insensitively, after the account is applied), so
 manifests may be given in any order; inputs naming the snapshot itself, datasets
 already in the workspace and DIDs impose no order. A cycle is refused, naming it.
+A name given twice is kept once, as kamu does (`first_of_each_name`: the first given).
 
 Pure: no I/O.
 """
@@ -28,7 +29,14 @@ from fbs.manifest.refs import parse_local_ref
 from fbs.model import DatasetSnapshot, SetTransform, TransformInput
 from node.errors import DependencyCycle
 
-__all__ = ["BatchItem", "apply_account", "order_batch"]
+__all__ = [
+    "BatchItem",
+    "alias_key",
+    "apply_account",
+    "batch_keys",
+    "first_of_each_name",
+    "order_batch",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,7 +47,8 @@ class BatchItem:
     snapshot: DatasetSnapshot
 
 
-def _key(alias: DatasetAlias) -> str:
+def alias_key(alias: DatasetAlias) -> str:
+    """The comparison key of an alias (case-insensitive, account included)."""
     account = "" if alias.account_name is None else alias.account_name.key + "/"
     return account + alias.dataset_name.key
 
@@ -100,8 +109,33 @@ def _input_keys(snapshot: DatasetSnapshot) -> set[str]:
             for item in event.inputs:
                 ref = parse_local_ref(item.dataset_ref)
                 if isinstance(ref, DatasetAlias):
-                    keys.add(_key(ref))
+                    keys.add(alias_key(ref))
     return keys
+
+
+def first_of_each_name(
+    items: Sequence[BatchItem],
+) -> tuple[tuple[BatchItem, ...], tuple[tuple[BatchItem, BatchItem], ...]]:
+    """The batch without repeated names (compared as `order_batch` does), and what was
+    dropped: ``(dropped, the item kept)`` pairs.
+
+    kamu adds the first manifest of a name and skips the others as already existing;
+    here "first" is the order given.
+    """
+    kept: dict[str, BatchItem] = {}
+    dropped: list[tuple[BatchItem, BatchItem]] = []
+    for item in items:
+        key = alias_key(DatasetAlias.parse(item.snapshot.name))
+        if key in kept:
+            dropped.append((item, kept[key]))
+        else:
+            kept[key] = item
+    return tuple(kept.values()), tuple(dropped)
+
+
+def batch_keys(items: Sequence[BatchItem]) -> set[str]:
+    """The names the batch adds, as compared for order and resolution."""
+    return {alias_key(DatasetAlias.parse(item.snapshot.name)) for item in items}
 
 
 def order_batch(items: Sequence[BatchItem]) -> tuple[BatchItem, ...]:
@@ -113,7 +147,7 @@ def order_batch(items: Sequence[BatchItem]) -> tuple[BatchItem, ...]:
     """
     by_key: dict[str, int] = {}
     for n, item in enumerate(items):
-        key = _key(DatasetAlias.parse(item.snapshot.name))
+        key = alias_key(DatasetAlias.parse(item.snapshot.name))
         if key in by_key:
             first = items[by_key[key]]
             raise ManifestError(

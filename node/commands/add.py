@@ -11,11 +11,17 @@
   (`node.add_batch`).
 - The batch is added in dependency order whatever the order given; everything is read
   and validated before anything is written, so a refused batch changes nothing.
+- As in kamu, a dataset that already exists is skipped with a warning (``--replace``
+  deletes it and adds it again, after asking on a terminal unless ``--yes``), and of a
+  name given twice only the first manifest is added. ``--visibility public`` is
+  accepted (every dataset of a single-tenant workspace is public: a node serves it to
+  anyone who can reach it); ``private`` is refused rather than silently ignored.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -26,9 +32,13 @@ from node.cli_util import EXIT_OK, open_workspace
 from node.errors import UsageError
 
 if TYPE_CHECKING:
-    from fbs.did import AccountName
+    from collections.abc import Sequence
+
+    from fbs.did import AccountName, DatasetId
     from fbs.model import DatasetSnapshot
     from node.add_batch import BatchItem
+    from storage.catalog import DatasetEntry
+    from storage.workspace import Workspace
 
 __all__ = ["add_arguments", "cmd_add"]
 
@@ -37,6 +47,8 @@ MANIFEST_SUFFIXES: Final = (".yaml", ".yml")
 #: Significant (non-blank, non-comment) lines ``-r`` looks at to recognize a manifest.
 SNIFF_LINES: Final = 4
 STDIN_LABEL: Final = "STDIN"
+#: kamu's ``--visibility`` values (only ``public`` can be honoured here).
+VISIBILITIES: Final = ("private", "public")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -64,6 +76,20 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "inputs resolve in it (kamu's multi-tenant naming)",
     )
     p.add_argument(
+        "--replace",
+        action="store_true",
+        help="delete and re-add datasets that already exist (otherwise they are skipped)",
+    )
+    p.add_argument("-y", "--yes", action="store_true", help="do not ask before --replace deletes")
+    p.add_argument(
+        "--visibility",
+        choices=VISIBILITIES,
+        default=None,
+        help="kamu's dataset visibility: public is what every dataset of this "
+        "single-tenant workspace is (a node serves it to anyone who can reach it); "
+        "private is refused, as it cannot be enforced",
+    )
+    p.add_argument(
         "--engine",
         choices=["spark"],
         default=None,
@@ -74,18 +100,31 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def cmd_add(args: argparse.Namespace) -> int:
     """Run ``odf add`` (see the module docstring)."""
-    from node.add_batch import order_batch
+    from node.add_batch import first_of_each_name, order_batch
 
+    _visibility(getattr(args, "visibility", None))
     account = _account(args.account)
     ws = open_workspace(args)
     items = _load(_sources(args), account)
     if args.name is not None:
         items = _renamed(items, args.name, account, recursive=args.recursive)
-    items = list(order_batch(items))
+    kept, repeated = first_of_each_name(items)
+    for item, first in repeated:
+        _skipped(item, f"the same name comes first in {first.source}")
+    existing = _existing(ws, kept)
+    replace = getattr(args, "replace", False)
+    if not replace:
+        for item, _entry in existing:
+            _skipped(item, "already exists (--replace replaces it)")
+        present = {id(item) for item, _entry in existing}
+        kept = tuple(item for item in kept if id(item) not in present)
+    items = list(order_batch(kept))
     snapshots = _checked(items, getattr(args, "engine", None))
     from storage.errors import DatasetNotFound
 
     try:
+        if replace and existing:
+            _replace(ws, items, [entry for _item, entry in existing], yes=args.yes)
         added = ws.add_snapshots(snapshots)
     except DatasetNotFound as e:
         # Only a transform input is looked up here: a manifest naming a dataset that is
@@ -94,6 +133,112 @@ def cmd_add(args: argparse.Namespace) -> int:
     for snap, ds in zip(snapshots, added, strict=True):
         print(f"Added {snap.name} ({ds.id}) head {ds.head()}")
     return EXIT_OK
+
+
+# -- kamu's batch conventions: skipped names, --replace, --visibility ---------------------
+
+
+def _visibility(value: str | None) -> None:
+    """Accept kamu's ``--visibility public``; refuse ``private`` (see the README)."""
+    if value == "private":
+        raise UsageError(
+            "--visibility private: this workspace is single-tenant and has no access "
+            "control: a node serves every dataset to anyone who can reach it, so a "
+            "private dataset cannot be kept private (omit the flag, or use public)"
+        )
+
+
+def _skipped(item: BatchItem, why: str) -> None:
+    sys.stderr.write(f"odf: warning: {item.source}: skipped {item.snapshot.name}: {why}\n")
+
+
+def _existing(ws: Workspace, items: Sequence[BatchItem]) -> list[tuple[BatchItem, DatasetEntry]]:
+    """The items whose name a dataset of the workspace already has, with that dataset."""
+    from fbs.did import DatasetAlias
+    from node.add_batch import alias_key
+
+    # One listing, read only (a missed `resolve` would rewrite the alias index, and a
+    # refused batch must leave the workspace as it was).
+    held: dict[str, DatasetEntry] = {}
+    for entry in ws.list():
+        with contextlib.suppress(InvalidName):
+            held[alias_key(DatasetAlias.parse(entry.alias))] = entry
+    out = []
+    for item in items:
+        found = held.get(alias_key(DatasetAlias.parse(item.snapshot.name)))
+        if found is not None:
+            out.append((item, found))
+    return out
+
+
+def _replace(
+    ws: Workspace, items: list[BatchItem], replaced: list[DatasetEntry], *, yes: bool
+) -> None:
+    """Delete the datasets the batch replaces, once nothing else could refuse it.
+
+    Raises:
+        DatasetExists: a dataset outside the batch takes one of them as an input
+            (deleting it would leave that one dangling, as kamu refuses too).
+        DatasetNotFound: a transform input of the batch that will not resolve.
+        UsageError: the user did not confirm.
+    """
+    from storage.errors import DatasetExists
+
+    gone = {entry.id for entry in replaced}
+    for entry in ws.list():
+        if entry.id in gone:
+            continue
+        state = ws.get(entry.id).state()
+        inputs = state.transform.inputs if state is not None and state.transform else ()
+        for i in inputs:
+            used = next((r for r in replaced if i.dataset_ref == r.id.to_did_odf()), None)
+            if used is not None:
+                raise DatasetExists(
+                    f"cannot replace {used.alias}: {entry.alias} takes it as an input "
+                    "(replace both in one batch, or delete the dependent dataset first)"
+                )
+    _check_inputs(ws, items, gone)
+    names = ", ".join(entry.alias for entry in replaced)
+    if not yes and sys.stdin.isatty():
+        answer = input(f"Replace (delete and add again) {names}? [y/N] ")
+        if answer.strip().lower() not in ("y", "yes"):
+            raise UsageError("aborted: nothing was replaced")
+    for entry in replaced:
+        ws.delete(entry.id)
+        print(f"Deleted {entry.alias} ({entry.id})")
+
+
+def _check_inputs(ws: Workspace, items: list[BatchItem], gone: set[DatasetId]) -> None:
+    """Every transform input resolves after the replaced datasets are deleted.
+
+    Raises:
+        DatasetNotFound: an input that names nothing, or a replaced dataset by its DID
+            (the new dataset gets a new DID).
+    """
+    from fbs.did import DatasetAlias
+    from fbs.manifest.refs import parse_local_ref
+    from fbs.model import SetTransform
+    from node.add_batch import alias_key, batch_keys
+    from storage.errors import DatasetNotFound
+
+    added = batch_keys(items)
+    for item in items:
+        for event in item.snapshot.metadata:
+            for i in event.inputs if isinstance(event, SetTransform) else ():
+                ref = parse_local_ref(i.dataset_ref)
+                if isinstance(ref, DatasetAlias) and alias_key(ref) in added:
+                    continue
+                try:
+                    entry = ws.resolve(i.dataset_ref)
+                except DatasetNotFound as e:
+                    raise DatasetNotFound(
+                        f"unknown transform input {i.dataset_ref!r}: {e}"
+                    ) from None
+                if entry.id in gone:
+                    raise DatasetNotFound(
+                        f"unknown transform input {i.dataset_ref!r}: it names a dataset "
+                        "this batch replaces by its DID (a replaced dataset gets a new DID)"
+                    )
 
 
 def _needing(items: list[BatchItem], message: str) -> str:

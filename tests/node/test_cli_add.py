@@ -196,8 +196,6 @@ def test_refused_batch_changes_nothing(
     for bad in (
         derived_doc("u", "unknown"),
         root_doc("bad").replace("v BIGINT", "v NOTATYPE"),
-        root_doc("r"),  # exists already
-        root_doc("g"),  # twice in the batch
         "kind: DatasetSnapshot\nversion: 1\ncontent: {name: x}\n",
     ):
         path = write(tmp_path / "bad.yaml", bad)
