@@ -18,11 +18,14 @@ from p2p.errors import InvalidHeadRecord, NotDescendant, PeerMisbehaved
 from p2p.head_record import HeadRecord, sign_head
 from p2p.head_store import HeadStore
 from p2p.receive import (
+    ADOPT_BATCH_BYTES,
     ChainRuleBroken,
+    CheckedObjects,
     ObjectJob,
     ReceivedBlock,
     accept_head_record,
     accept_object,
+    check_object,
     check_record,
     commit_received,
     hash_file,
@@ -33,9 +36,9 @@ from p2p.receive import (
     validate_chain,
 )
 from storage.dataset import Dataset
-from storage.errors import ChainRuleViolation, InvalidAppend
+from storage.errors import ChainRuleViolation, HashMismatch, InvalidAlias, InvalidAppend
 from storage.layout import DatasetLayout
-from storage.object_store import MAX_BLOCK_SIZE
+from storage.object_store import MAX_BLOCK_SIZE, DiskObjectStore
 from storage.staging import open_staging, staging_lock
 from storage.workspace import Workspace
 from tests.p2p.sync_helpers import add_slices, make_dataset, new_workspace
@@ -260,6 +263,103 @@ def test_object_size_checked_before_its_content(ws: Workspace, tmp_path: Path) -
     assert not store.has(job.hash)
 
 
+def _quarantined(store: DiskObjectStore, src: Dataset, job: ObjectJob) -> tuple[Path, bytes]:
+    """A quarantine file of ``store`` holding ``job``'s object from ``src``, and its digest."""
+    data = object_store(src.layout, job.kind).get(job.hash)
+    q = store.quarantine_path()
+    q.write_bytes(data)
+    return q, hashlib.sha3_256(data).digest()
+
+
+def test_check_object_returns_the_digest_it_checked(ws: Workspace, tmp_path: Path) -> None:
+    src = ws.get("prices")
+    job = object_jobs(b.block for b in _chain(src))[0]
+    store = object_store(new_workspace(tmp_path / "dst").create_dataset("c").layout, job.kind)
+    q, digest = _quarantined(store, src, job)
+    assert check_object(job, q, None) == digest == job.hash.digest  # hashed here
+    assert check_object(job, q, digest) == digest  # the transport's digest
+    assert q.exists() and not store.has(job.hash)  # checking names nothing
+
+
+def test_checked_objects_are_full_at_64_mib_of_declared_size() -> None:
+    assert ADOPT_BATCH_BYTES == 64 * MIB
+    batch = CheckedObjects()
+    assert batch.max_bytes == 64 * MIB and not batch.full
+    store = DiskObjectStore(Path("/nonexistent-store"))
+    h = Multihash.sha3_256(b"x")
+    batch.add(store, ObjectJob("data", h, 64 * MIB - 1), Path("/q1"), h.digest)
+    assert not batch.full
+    batch.add(store, ObjectJob("data", h, 1), Path("/q2"), h.digest)
+    assert batch.full  # exactly at the limit
+    small = CheckedObjects(max_bytes=10)
+    small.add(store, ObjectJob("data", h, 9), Path("/q3"), h.digest)
+    assert not small.full
+    small.add(store, ObjectJob("data", h, 2), Path("/q4"), h.digest)
+    assert small.full
+
+
+def test_checked_objects_are_named_together_in_their_own_stores(
+    ws: Workspace, tmp_path: Path
+) -> None:
+    src = ws.get("prices")
+    jobs = object_jobs(b.block for b in _chain(src))
+    assert {j.kind for j in jobs} == {"data", "checkpoint"}
+    dst = new_workspace(tmp_path / "dst").create_dataset("c")
+    batch = CheckedObjects(max_bytes=sum(j.size for j in jobs))
+    held = []
+    for job in jobs:
+        store = object_store(dst.layout, job.kind)
+        q, digest = _quarantined(store, src, job)
+        batch.add(store, job, q, digest)
+        held.append(q)
+        assert not any(object_store(dst.layout, j.kind).has(j.hash) for j in jobs)
+    assert batch.full
+    batch.adopt()
+    for job in jobs:
+        assert object_store(dst.layout, job.kind).get(job.hash) == object_store(
+            src.layout, job.kind
+        ).get(job.hash)
+    assert not any(q.exists() for q in held)
+    assert not batch.full
+    batch.adopt()  # emptied by the first adopt: nothing to do
+
+
+def test_a_failed_adopt_removes_every_file_held(ws: Workspace, tmp_path: Path) -> None:
+    src = ws.get("prices")
+    jobs = object_jobs(b.block for b in _chain(src))
+    dst = new_workspace(tmp_path / "dst").create_dataset("c")
+    batch = CheckedObjects()
+    held = []
+    for i, job in enumerate(jobs):
+        store = object_store(dst.layout, job.kind)
+        q, digest = _quarantined(store, src, job)
+        batch.add(store, job, q, digest if i else bytes(32))  # the first: a wrong digest
+        held.append(q)
+    with pytest.raises(HashMismatch):
+        batch.adopt()
+    assert not any(q.exists() for q in held)
+    assert not batch.full
+
+
+def test_discarded_objects_are_removed_and_never_named(ws: Workspace, tmp_path: Path) -> None:
+    src = ws.get("prices")
+    jobs = object_jobs(b.block for b in _chain(src))
+    dst = new_workspace(tmp_path / "dst").create_dataset("c")
+    batch = CheckedObjects(max_bytes=1)
+    held = []
+    for job in jobs:
+        store = object_store(dst.layout, job.kind)
+        q, digest = _quarantined(store, src, job)
+        batch.add(store, job, q, digest)
+        held.append(q)
+    held[0].unlink()  # a file gone already is no error
+    assert batch.full
+    batch.discard()
+    assert not any(q.exists() for q in held) and not batch.full
+    batch.adopt()  # nothing left to name
+    assert not any(object_store(dst.layout, j.kind).has(j.hash) for j in jobs)
+
+
 # -- 4. commit --------------------------------------------------------------------------------
 
 
@@ -360,6 +460,18 @@ def test_commit_of_a_new_dataset_needs_its_staging_dataset_and_id(
             commit_received(dst, blocks, local=None, staged=staged, alias="copy")
         with pytest.raises(ValueError, match="staging dataset and its id"):
             commit_received(dst, blocks, local=None, alias="copy", dataset_id=_did(src))
+
+
+def test_commit_of_a_new_dataset_needs_an_alias(ws: Workspace, tmp_path: Path) -> None:
+    src = ws.get("prices")
+    blocks = _chain(src)
+    dst = new_workspace(tmp_path / "dst")
+    with staging_lock(dst, "test-clone"):
+        staged = open_staging(dst, "test-clone")
+        _store_objects(staged.layout, src, blocks)
+        with pytest.raises(InvalidAlias):
+            commit_received(dst, blocks, local=None, staged=staged, dataset_id=_did(src))
+    assert not dst.datasets_dir.exists() or not any(dst.datasets_dir.iterdir())
 
 
 def test_commit_of_a_new_dataset_installs_the_staged_one_under_its_alias(
