@@ -42,6 +42,7 @@ from typing import Any, Final
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from fbs.arrow_values import binary_scalar, int_array_range, int_scalar
 from fbs.errors import DataSchemaMismatch, LogicalHashError, UnsupportedDataType
 from fbs.multiformats import ARROW0_SHA3_256, Multihash
 
@@ -285,8 +286,10 @@ def _as_u64_elements(lengths: pa.Array) -> pa.Array:
     return fixed.cast(pa.large_binary())
 
 
-_EMPTY: Final = pa.scalar(b"", pa.large_binary())
-_NULL_ELEMENT: Final = pa.scalar(_NULL_MARKER, pa.large_binary())
+_EMPTY: Final = binary_scalar(b"")
+_NULL_ELEMENT: Final = binary_scalar(_NULL_MARKER)
+_UINT8_ZERO: Final = int_scalar(0, pa.uint8())
+_UINT8_ONE: Final = int_scalar(1, pa.uint8())
 
 
 def _prefixed(prefix: Any, body: pa.Array, mask: pa.BooleanArray | None) -> pa.Array:
@@ -328,7 +331,7 @@ def _element_stream(array: pa.Array, mask: _Mask | None, depth: int) -> pa.Array
     if kind in ("binary", "large_binary", "view", "fsb"):
         body = _binary_body(array, kind)
         if kind == "fsb":
-            prefix: Any = pa.scalar(_u64(t.byte_width), pa.large_binary())
+            prefix: Any = binary_scalar(_u64(t.byte_width))
         else:
             prefix = _as_u64_elements(pc.binary_length(body))
         return _prefixed(prefix, body, hmask)
@@ -355,9 +358,9 @@ def _binary_body(array: pa.Array, kind: str) -> pa.Array:
 def _bool_codes(array: pa.Array, mask: pa.BooleanArray | None) -> pa.Array:
     """uint8 array: 1 = false, 2 = true, 0 = null (null-free, offset 0)."""
     bits = _without_validity(array, pa.bool_())
-    codes = pc.add(bits.cast(pa.uint8()), pa.scalar(1, pa.uint8()))
+    codes = pc.add(bits.cast(pa.uint8()), _UINT8_ONE)
     if mask is not None:
-        codes = pc.if_else(mask, codes, pa.scalar(0, pa.uint8()))
+        codes = pc.if_else(mask, codes, _UINT8_ZERO)
     return codes
 
 
@@ -368,12 +371,12 @@ def _list_elements(array: pa.Array, mask: pa.BooleanArray | None, depth: int) ->
     if pa.types.is_fixed_size_list(array.type):
         size = array.type.list_size
         items = array.values.slice(array.offset * size, n * size)
-        bounds = pc.multiply(_arange(n + 1), pa.scalar(size, pa.int64()))
+        bounds = pc.multiply(_arange(n + 1), int_scalar(size, pa.int64()))
     else:
         offsets = _offsets(array)
         first = offsets[0].as_py()
         items = array.values.slice(first, offsets[n].as_py() - first)
-        bounds = pc.subtract(offsets, pa.scalar(first, pa.int64()))
+        bounds = pc.subtract(offsets, int_scalar(first, pa.int64()))
     lengths = pc.subtract(bounds.slice(1), bounds.slice(0, n))
     # Upstream hashes each valid list's sub-array; a sub-array of the Null type panics.
     if pa.types.is_null(_storage_type(items.type)):
@@ -392,10 +395,7 @@ def _list_elements(array: pa.Array, mask: pa.BooleanArray | None, depth: int) ->
 
 
 def _arange(count: int) -> pa.Array:
-    if count == 0:
-        return pa.array([], pa.int64())
-    ones = pa.repeat(pa.scalar(1, pa.int64()), count)
-    return pc.subtract(pc.cumulative_sum(ones), pa.scalar(1, pa.int64()))
+    return int_array_range(0, count, pa.int64())
 
 
 def _stream_bytes(array: pa.Array, mask: _Mask | None) -> Any:

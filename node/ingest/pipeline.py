@@ -54,6 +54,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from fbs.arrow_values import int_scalar
 from fbs.model import (
     AddData,
     AddPushSource,
@@ -388,7 +389,7 @@ def _with_event_time(table: pa.Table, vocab: DatasetVocabulary, value: Timestamp
             return table.set_column(i, pa.field(et, col.type), col)
         return table
     ms = value.nanos // 1_000_000
-    col = pa.array([ms] * table.num_rows, pa.int64()).cast(pa.timestamp("ms", "UTC"))
+    col = pa.repeat(int_scalar(ms, pa.timestamp("ms", "UTC")), table.num_rows)
     return table.add_column(0, pa.field(et, pa.timestamp("ms", "UTC"), nullable=False), col)
 
 

@@ -46,6 +46,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from fbs.arrow_values import int_array_range, int_scalar
 from fbs.logical_hash import RecordDigest
 from fbs.model import DatasetVocabulary, DataSlice, Multihash, OffsetInterval, Timestamp
 from fbs.multiformats import ARROW0_SHA3_256, SHA3_256
@@ -319,20 +320,22 @@ class _HashingFile:
         return self._sha3.digest()
 
 
-def _to_timestamp(value: object) -> Timestamp | None:
-    """Timestamp of a pyarrow scalar's value (datetime or date)."""
-    import datetime as dt
+_UNIT_NANOS: Final = {"s": 1_000_000_000, "ms": 1_000_000, "us": 1_000, "ns": 1}
+_DAY_NANOS: Final = 86_400 * 1_000_000_000
 
-    if value is None:
+
+def _to_timestamp(scalar: pa.Scalar) -> Timestamp | None:
+    """Timestamp of an event-time scalar (a timestamp, or a date as its midnight UTC).
+
+    Read from the scalar's raw integer: converting it to a datetime would import pandas.
+    """
+    if not scalar.is_valid:
         return None
-    if isinstance(value, dt.datetime):
-        if value.tzinfo is None:
-            value = value.replace(tzinfo=dt.UTC)
-        return Timestamp.from_datetime(value)
-    if isinstance(value, dt.date):
-        return Timestamp.from_datetime(
-            dt.datetime(value.year, value.month, value.day, tzinfo=dt.UTC)
-        )
+    t = scalar.type
+    if pa.types.is_timestamp(t):
+        return Timestamp(int(scalar.value) * _UNIT_NANOS[t.unit])
+    if pa.types.is_date32(t):
+        return Timestamp(int(scalar.value) * _DAY_NANOS)
     return None
 
 
@@ -367,9 +370,9 @@ class SliceWriter:
         self.schema = slice_schema(data_schema, vocab)
         self.start_offset = start_offset
         self.next_offset = start_offset
-        self._system_time = pa.scalar(system_time.nanos // 1_000_000, SYSTEM_TIME_TYPE)
-        self._op_append = pa.scalar(0, OP_TYPE)
-        self._arange = pa.array([], OFFSET_TYPE)
+        self._system_time = int_scalar(system_time.nanos // 1_000_000, SYSTEM_TIME_TYPE)
+        self._op_append = int_scalar(0, OP_TYPE)
+        self._arange = int_array_range(0, 0, OFFSET_TYPE)
         self._max_event: pa.Scalar | None = None
         if verify_hash is None:
             verify_hash = os.environ.get(VERIFY_HASH_ENV) == "1"
@@ -485,8 +488,8 @@ class SliceWriter:
     def _offsets(self, n: int) -> pa.Array:
         """``next_offset .. next_offset + n - 1`` (from a cached 0..n range: no Python loop)."""
         if len(self._arange) < n:
-            self._arange = pa.array(range(max(n, 2 * len(self._arange))), OFFSET_TYPE)
-        return pc.add(self._arange.slice(0, n), pa.scalar(self.next_offset, OFFSET_TYPE))
+            self._arange = int_array_range(0, max(n, 2 * len(self._arange)), OFFSET_TYPE)
+        return pc.add(self._arange.slice(0, n), int_scalar(self.next_offset, OFFSET_TYPE))
 
     def _logical_hash(self) -> Multihash:
         """The logical hash of the closed file (see the module docstring).
@@ -543,7 +546,7 @@ class SliceWriter:
         )
         logical = self._logical_hash()  # also waits for the file bytes to be hashed
         physical, size = self._physical_hash()
-        max_et = _to_timestamp(self._max_event.as_py()) if self._max_event is not None else None
+        max_et = _to_timestamp(self._max_event) if self._max_event is not None else None
         self._result = WrittenSlice(self.path, count, interval, logical, physical, size, max_et)
         return self._result
 

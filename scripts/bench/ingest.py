@@ -1,21 +1,29 @@
-"""Ingest benchmarks (issue 3). Ratios are against baselines measured in the same run.
+"""Ingest benchmarks (issues 3, 15.3). Ratios are against baselines measured in the same run.
 
-1. Append ingest of a CSV with mixed types (``--rows``, default 5M; several counts may
-   be given) into a root dataset, vs a bare pyarrow pipeline on the same file (read
-   CSV, write Parquet, SHA3 the file). Ratio = baseline seconds / ingest seconds
-   (target >= 0.5). The two alternate ``--repeat`` times (the machine may be shared):
-   best and median are reported.
-2. Snapshot merge of two ``--snapshot-rows`` (default 1M) snapshots differing in 1% of
+1. End to end (issue 15.3; ``--e2e-rows``, default 1M and 10M): the CLI process ``odf
+   ingest bench FILE.csv`` (Append, hashes, commit; a fresh workspace each run) vs a
+   Python process doing bare pyarrow on the same file: read the CSV, write it with
+   ``pq.write_table``'s defaults, SHA3-256 the file ("pyarrow read+write+SHA3"), and,
+   when a Python with the ``duckdb`` module is given (``--duckdb-python``, default: this
+   one if it has it), a DuckDB ``COPY ... TO (FORMAT parquet)`` process. The three run
+   interleaved ``--e2e-repeat`` times. Printed: each one's range and median, the ratio
+   baseline/ingest of each interleaved pair (target >= 0.7 at 1M rows, >= 0.8 at 10M),
+   and the slice size against pyarrow's file for the same data columns (target <= 1.1).
+   The CSV is the issue's: 1M rows ~75 MiB of mixed types.
+2. In-process Append ingest (``--rows``, default 5M) vs the in-process pyarrow pipeline
+   (read CSV batches, write Parquet, SHA3), alternated ``--repeat`` times.
+3. Snapshot merge of two ``--snapshot-rows`` (default 1M) snapshots differing in 1% of
    rows: seconds and peak RSS of the second ingest; then ``--snapshot-history`` more
    snapshots that each change every row: peak RSS of the last vs the second
    (the changelog grows, the live state does not).
-3. Memory bounded by the batch size: peak RSS of an Append ingest of a file
+4. Memory bounded by the batch size: peak RSS of an Append ingest of a file
    (``--memory-rows``) and of one 4x larger (ratio close to 1 means bounded).
 
 Every measurement runs in a fresh child process so peak RSS (``ru_maxrss``) is its own.
 
-Usage: ``python scripts/bench/ingest.py [--rows N [N ...]] [--repeat K] [--memory-rows N]
-[--snapshot-rows N] [--snapshot-history K] [--skip append|memory|snapshot ...] [--workdir DIR]``
+Usage: ``python scripts/bench/ingest.py [--e2e-rows N [N ...]] [--e2e-repeat K]
+[--duckdb-python PY] [--rows N [N ...]] [--repeat K] [--memory-rows N] [--snapshot-rows N]
+[--snapshot-history K] [--skip e2e|append|memory|snapshot ...] [--workdir DIR]``
 """
 
 from __future__ import annotations
@@ -170,6 +178,158 @@ def child_snapshot(csv: str, work: str) -> dict[str, Any]:
 
 CHILDREN = {"baseline": child_baseline, "append": child_append, "snapshot": child_snapshot}
 
+# -- end to end: processes as a user runs them ---------------------------------------------------
+
+#: The bare pyarrow pipeline, as a process: read the CSV whole, write pyarrow's default
+#: Parquet, SHA3-256 the file. argv: csv, out, then name=type pairs.
+BASELINE_SCRIPT = """
+import hashlib, sys
+import pyarrow as pa, pyarrow.csv as pcsv, pyarrow.parquet as pq
+csv, out = sys.argv[1], sys.argv[2]
+def arrow_type(name):
+    return pa.timestamp("ms", "UTC") if name == "timestamp_ms_utc" else pa.type_for_alias(name)
+types = {n: arrow_type(t) for n, t in (a.split("=", 1) for a in sys.argv[3:])}
+table = pcsv.read_csv(csv, convert_options=pcsv.ConvertOptions(column_types=types))
+pq.write_table(table, out)
+h = hashlib.sha3_256()
+with open(out, "rb") as f:
+    while chunk := f.read(1 << 20):
+        h.update(chunk)
+"""
+
+#: DuckDB's CSV-to-Parquet copy, as a process. argv: csv, out, then name=type pairs.
+DUCKDB_SCRIPT = """
+import sys, duckdb
+csv, out = sys.argv[1], sys.argv[2]
+cols = ", ".join(f"'{n}': '{t}'" for n, t in (a.split("=", 1) for a in sys.argv[3:]))
+duckdb.sql(
+    f"COPY (SELECT * FROM read_csv('{csv}', header=true, columns={{{cols}}})) "
+    f"TO '{out}' (FORMAT parquet)"
+)
+"""
+
+#: Column types of the bench CSV for the baselines (pyarrow names / DuckDB names).
+ARROW_TYPES = (
+    "event_time=timestamp_ms_utc",
+    "id=int64",
+    "name=string",
+    "price=double",
+    "qty=int32",
+    "flag=bool",
+    "day=date32",
+)
+DUCKDB_TYPES = (
+    "event_time=TIMESTAMPTZ",
+    "id=BIGINT",
+    "name=VARCHAR",
+    "price=DOUBLE",
+    "qty=INTEGER",
+    "flag=BOOLEAN",
+    "day=DATE",
+)
+
+
+def _timed(cmd: list[str], cwd: Path | None = None) -> float:
+    t0 = time.perf_counter()
+    subprocess.run(cmd, check=True, cwd=cwd, stdout=subprocess.DEVNULL)
+    return time.perf_counter() - t0
+
+
+def _odf() -> str:
+    exe = Path(sys.executable).parent / "odf"
+    if not exe.exists():
+        raise SystemExit(f"no odf executable next to {sys.executable}")
+    return str(exe)
+
+
+def _duckdb_python(given: str | None) -> str | None:
+    candidate = given or sys.executable
+    probe = subprocess.run([candidate, "-c", "import duckdb"], capture_output=True)
+    if probe.returncode == 0:
+        return candidate
+    if given:
+        raise SystemExit(f"{given} cannot import duckdb")
+    return None
+
+
+def _slice_bytes(work: Path) -> int:
+    files = [p for p in work.glob(".odf/datasets/*/data/*") if p.is_file()]
+    assert len(files) == 1, files
+    return files[0].stat().st_size
+
+
+def _span(values: list[float], unit: str = " s") -> str:
+    return (
+        f"{min(values):.2f}-{max(values):.2f}{unit} (median {statistics.median(values):.2f}{unit})"
+    )
+
+
+def bench_e2e(base: Path, rows: int, repeat: int, duckdb_python: str | None) -> None:
+    """The CLI ingest vs bare pyarrow (and DuckDB) processes, interleaved."""
+    csv = base / f"e2e-{rows}.csv"
+    make_csv(csv, rows)
+    size_mb = csv.stat().st_size / 2**20
+    odf = _odf()
+    base_s: list[float] = []
+    odf_s: list[float] = []
+    duck_s: list[float] = []
+    sizes: dict[str, int] = {}
+    for i in range(repeat):
+        out = base / f"bl-{i}.parquet"
+        base_s.append(
+            _timed([sys.executable, "-c", BASELINE_SCRIPT, str(csv), str(out), *ARROW_TYPES])
+        )
+        sizes["pyarrow"] = out.stat().st_size
+        out.unlink()
+        work = base / f"ws-{i}"
+        work.mkdir()
+        subprocess.run(
+            [sys.executable, __file__, "--child", "setup", str(csv), str(work)],
+            check=True,
+            capture_output=True,
+        )
+        odf_s.append(_timed([odf, "ingest", "bench", str(csv), "--no-progress"], cwd=work))
+        sizes["odf"] = _slice_bytes(work)
+        shutil.rmtree(work, ignore_errors=True)
+        if duckdb_python is not None:
+            out = base / f"duck-{i}.parquet"
+            duck_s.append(
+                _timed([duckdb_python, "-c", DUCKDB_SCRIPT, str(csv), str(out), *DUCKDB_TYPES])
+            )
+            sizes["duckdb"] = out.stat().st_size
+            out.unlink()
+    csv.unlink()
+    ratios = [b / o for b, o in zip(base_s, odf_s, strict=True)]
+    target = 0.7 if rows <= 1_000_000 else 0.8
+    print(f"[e2e] {rows:,} rows, {size_mb:.0f} MiB CSV, {repeat} interleaved runs (processes)")
+    print(f"  pyarrow read+write+SHA3:  {_span(base_s)}")
+    print(f"  odf ingest (CLI):         {_span(odf_s)}")
+    if duck_s:
+        duck_ratios = [d / o for d, o in zip(duck_s, odf_s, strict=True)]
+        print(f"  DuckDB COPY:              {_span(duck_s)}")
+    print(
+        f"  ratio pyarrow/odf: {_span(ratios, '')} (target >= {target})"
+        + (f"; DuckDB/odf {_span(duck_ratios, '')}" if duck_s else "")
+    )
+    mib = {k: v / 2**20 for k, v in sizes.items()}
+    print(
+        f"  size: slice {mib['odf']:.1f} MiB, pyarrow {mib['pyarrow']:.1f} MiB"
+        + (f", DuckDB {mib['duckdb']:.1f} MiB" if "duckdb" in mib else "")
+        + f"; slice/pyarrow {sizes['odf'] / sizes['pyarrow']:.2f} (target <= 1.1)"
+    )
+
+
+def child_setup(csv: str, work: str) -> dict[str, Any]:
+    """A workspace with the Append dataset ``bench`` (untimed part of the e2e runs)."""
+    from fbs.model import MergeStrategyAppend
+
+    del csv
+    _dataset(work, MergeStrategyAppend())
+    return {}
+
+
+CHILDREN["setup"] = child_setup
+
 
 def run_child(task: str, csv: Path, work: Path) -> dict[str, Any]:
     out = subprocess.run(
@@ -278,6 +438,15 @@ def bench_snapshot(base: Path, rows: int, history: int) -> None:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument(
+        "--e2e-rows",
+        type=int,
+        nargs="+",
+        default=[1_000_000, 10_000_000],
+        help="row counts of the end-to-end runs",
+    )
+    p.add_argument("--e2e-repeat", type=int, default=5, help="interleaved end-to-end runs")
+    p.add_argument("--duckdb-python", default=None, help="a Python that can import duckdb")
+    p.add_argument(
         "--rows", type=int, nargs="+", default=[5_000_000], help="row counts of the Append runs"
     )
     p.add_argument("--repeat", type=int, default=3, help="alternated runs per row count")
@@ -286,7 +455,9 @@ def main() -> None:
     p.add_argument(
         "--snapshot-history", type=int, default=4, help="further snapshots (history growth)"
     )
-    p.add_argument("--skip", nargs="*", default=[], choices=["append", "memory", "snapshot"])
+    p.add_argument(
+        "--skip", nargs="*", default=[], choices=["e2e", "append", "memory", "snapshot"]
+    )
     p.add_argument("--workdir", type=Path, default=None)
     p.add_argument("--child", nargs=3, metavar=("TASK", "CSV", "WORK"), help=argparse.SUPPRESS)
     args = p.parse_args()
@@ -296,6 +467,10 @@ def main() -> None:
         return
     base = Path(tempfile.mkdtemp(prefix="odf-bench-ingest-", dir=args.workdir))
     try:
+        if "e2e" not in args.skip:
+            duckdb_python = _duckdb_python(args.duckdb_python)
+            for rows in args.e2e_rows:
+                bench_e2e(base, rows, args.e2e_repeat, duckdb_python)
         if "append" not in args.skip:
             for rows in args.rows:
                 bench_append(base, rows, args.repeat)

@@ -121,7 +121,8 @@ MODEL = (
     "fbs.keys",
     "rich._emoji_codes",
 )
-#: What ``odf log`` leaves out: it decodes blocks, so only the model may come in.
+#: What ``odf log`` leaves out when it decodes blocks (JSON/YAML output, or a table of
+#: blocks not seen before): only the model may come in.
 NOT_FOR_LOG = ("storage.workspace", "asyncio", "nacl", "fbs.keys", "rich._emoji_codes")
 #: What ``odf tail`` leaves out (issue 15.4): the Python API and the ingest pipeline, and
 #: pandas (pyarrow imports it to convert timestamps, or on building arrays from lists) and
@@ -136,8 +137,10 @@ NOT_FOR_TAIL = (*NOT_FOR_LOG, "node.api", "node.ingest.pipeline", "pandas", "pya
         (["list"], 0, MODEL),
         (["list", "--output-format", "json"], 0, MODEL),
         (["node", "status"], 3, MODEL),
-        (["log", ALIASES[0]], 0, NOT_FOR_LOG),
-        (["log", "-n", "1", ALIASES[0]], 0, NOT_FOR_LOG),
+        (["log", ALIASES[0]], 0, MODEL),
+        (["log", "-n", "1", ALIASES[0]], 0, MODEL),
+        (["log", ALIASES[0], "--output-format", "json"], 0, NOT_FOR_LOG),
+        (["sql", "SELECT 1"], 0, (*MODEL, "numpy", "pandas", "rich")),
         (["tail", ALIASES[0]], 0, NOT_FOR_TAIL),
         (["tail", "-n", "600", ALIASES[0], "--output-format", "json"], 0, NOT_FOR_TAIL),
     ],
@@ -146,9 +149,11 @@ NOT_FOR_TAIL = (*NOT_FOR_LOG, "node.api", "node.ingest.pipeline", "pandas", "pya
 def test_metadata_commands_import_only_what_they_use(
     workspace: dict[str, str], argv: list[str], code: int, unwanted: tuple[str, ...]
 ) -> None:
-    """Issue 15.1. ``odf list`` answers from the chain-state caches (the first listing
-    after a commit refreshes them through the dataset layer, so list once first)."""
+    """Issue 15.1. ``odf list`` answers from the chain-state caches and an ``odf log``
+    table from the block-rows cache (the first run after a commit refreshes them through
+    the dataset layer, so run list and the command once first)."""
     subprocess.run([odf_exe(), "list"], env=workspace, check=True, capture_output=True)
+    subprocess.run([odf_exe(), *argv], env=workspace, capture_output=True)
     r = subprocess.run(
         [sys.executable, "-c", RUNNER, json.dumps(unwanted), *argv],
         env=workspace,
@@ -196,3 +201,20 @@ def test_hundreds_of_cli_processes_all_exit_zero(workspace: dict[str, str]) -> N
         results = list(pool.map(one, range(240)))
     failed = [(code, why) for code, why in results if code != 0]
     assert not failed, (Counter(code for code, _ in failed), failed[:3])
+
+
+def test_append_ingest_imports_no_pandas(tmp_path: Path) -> None:
+    """Issue 15.3: pyarrow imports pandas on its first conversion of a Python value (0.2-0.5 s
+    of a CLI run); the Append ingest path builds its Arrow constants from buffers instead."""
+    env = {**os.environ, "ODF_WORKSPACE": str(tmp_path)}
+    subprocess.run([odf_exe(), "init"], env=env, check=True, capture_output=True, cwd=tmp_path)
+    manifest = tmp_path / "append.yaml"
+    text = EXAMPLE.read_text(encoding="utf-8").replace("demo.city-populations", "demo.append")
+    head, _, _ = text.partition("    merge:\n")
+    manifest.write_text(head + "    merge:\n      kind: Append\n", encoding="utf-8")
+    subprocess.run([odf_exe(), "add", str(manifest)], env=env, check=True, capture_output=True)
+    csv = tmp_path / "in.csv"
+    csv.write_text('event_time,city,population\n2030-01-01T00:00:00Z,"Q",1\n', encoding="utf-8")
+    code, heavy = imported_heavy(env, ["ingest", "demo.append", str(csv), "--no-progress"])
+    assert code == 0
+    assert heavy == []
