@@ -354,9 +354,10 @@ def commit_received(
         DatasetExists / InvalidAlias: see `storage.staging.install_staged`.
     """
     raws = [b.raw for b in blocks]
+    decoded = [b.block for b in blocks]  # decoded once, by `receive_block`
     if local is not None:
-        local.append_blocks_bytes(raws)
+        local.append_blocks_bytes(raws, decoded=decoded)
         return
     if staged is None or dataset_id is None:
         raise ValueError("a new dataset needs its staging dataset and its id")
-    install_staged(ws, staged, raws, alias, dataset_id)
+    install_staged(ws, staged, raws, alias, dataset_id, decoded=decoded)

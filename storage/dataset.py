@@ -395,7 +395,11 @@ class Dataset:
         return self.append_blocks_bytes([raw])
 
     def append_blocks_bytes(
-        self, raws: Sequence[bytes], *, verify_objects: bool = False
+        self,
+        raws: Sequence[bytes],
+        *,
+        verify_objects: bool = False,
+        decoded: Sequence[MetadataBlock] | None = None,
     ) -> CommitResult:
         """Append received blocks (oldest first) with a single head move.
 
@@ -403,6 +407,11 @@ class Dataset:
         checkpoint objects must already be stored (sync downloads them first) with the
         declared size (``verify_objects`` also re-hashes them). Then all blocks are
         stored and the head moves once, by CAS.
+
+        ``decoded``: the blocks as the receive path decoded them from these very bytes
+        (`p2p.receive.receive_block`, default limits): they are not decoded a second
+        time when this dataset's limits are the defaults (otherwise ignored). Hashing
+        and validation are the same either way.
 
         Raises:
             InvalidCommit: no blocks given.
@@ -419,14 +428,16 @@ class Dataset:
         state = self._state_at(old_head)
         staged: list[tuple[Multihash, bytes]] = []
         block: MetadataBlock | None = None
-        for item in raws:
+        if decoded is not None and (len(decoded) != len(raws) or self.limits != DEFAULT_LIMITS):
+            decoded = None
+        for n, item in enumerate(raws):
             if not isinstance(item, bytes | bytearray | memoryview):
                 raise InvalidCommit(f"a block must be bytes, got {type(item).__name__}")
             if len(item) > MAX_BLOCK_SIZE:
                 raise ObjectTooLarge(f"block of {len(item)} bytes exceeds {MAX_BLOCK_SIZE}")
             data = bytes(item)
             h = block_hash(data)
-            block = decode_block(data, self.limits)
+            block = decode_block(data, self.limits) if decoded is None else decoded[n]
             state = validate_append(state, block, h)
             self._check_stored_objects(block.event, verify_objects)
             staged.append((h, data))

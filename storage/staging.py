@@ -15,11 +15,13 @@ the install too. `staging_lock` serialises two receivers of the same new dataset
 from __future__ import annotations
 
 import shutil
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Final
 
 from fbs.did import DatasetAlias, DatasetId
 from fbs.errors import FbsError
+from fbs.model import MetadataBlock
 from storage.dataset import Dataset
 from storage.errors import DatasetExists, InvalidAlias
 from storage.fsutil import ensure_dir
@@ -60,7 +62,13 @@ def open_staging(ws: Workspace, name: str) -> Dataset:
 
 
 def install_staged(
-    ws: Workspace, ds: Dataset, raws: list[bytes], alias: str, did: DatasetId
+    ws: Workspace,
+    ds: Dataset,
+    raws: list[bytes],
+    alias: str,
+    did: DatasetId,
+    *,
+    decoded: Sequence[MetadataBlock] | None = None,
 ) -> None:
     """Append verified blocks to the staging dataset ``ds`` and rename it into ``datasets/``.
 
@@ -77,7 +85,7 @@ def install_staged(
         DatasetAlias.parse(alias)
     except FbsError as e:
         raise InvalidAlias(f"unusable alias {alias!r}: {e}") from None
-    ds.append_blocks_bytes(raws)
+    ds.append_blocks_bytes(raws, decoded=decoded)
     ds.layout.write_alias(alias)
     final = ws.datasets_dir / did.as_multibase()
     if final.exists():
