@@ -48,6 +48,8 @@ __all__ = [
     "DatasetEntry",
     "DatasetSummary",
     "SliceList",
+    "block_rows_cache_path",
+    "cached_block_rows",
     "cached_slices",
     "cached_summary",
     "check_root",
@@ -60,6 +62,7 @@ __all__ = [
     "scan",
     "slices_cache_path",
     "state_cache_path",
+    "write_block_rows",
     "write_slices_cache",
 ]
 
@@ -75,6 +78,11 @@ SLICES_CACHE_DIR: Final = "slices"
 SLICES_FORMAT_VERSION: Final = 1
 #: Refuse to parse a slice list larger than this (a cache: recomputed instead).
 MAX_SLICES_CACHE_SIZE: Final = 64 * 2**20
+#: Per-dataset rows that ``odf log`` shows of each block (`cached_block_rows`).
+BLOCK_ROWS_CACHE_DIR: Final = "log"
+BLOCK_ROWS_FORMAT_VERSION: Final = 1
+#: Refuse to parse (and stop growing) a block-rows cache larger than this.
+MAX_BLOCK_ROWS_CACHE_SIZE: Final = 64 * 2**20
 #: Refuse to parse an alias index larger than this (it is a cache; rebuilt instead).
 MAX_INDEX_FILE_SIZE: Final = 64 * 2**20
 #: Parent directories searched for ``.odf/`` before giving up.
@@ -380,7 +388,8 @@ def cached_slices(root: Path, entry: DatasetEntry) -> SliceList | None:
     Raises:
         InvalidRef: ``refs/head`` does not hold a canonical hash.
     """
-    body = _read_checked_json(slices_cache_path(root, entry.id), SLICES_FORMAT_VERSION)
+    path = slices_cache_path(root, entry.id)
+    body = _read_checked_json(path, SLICES_FORMAT_VERSION, MAX_SLICES_CACHE_SIZE)
     if body is None:
         return None
     try:
@@ -413,15 +422,53 @@ def write_slices_cache(root: Path, entry: DatasetEntry, listing: SliceList) -> N
         "schema": None if listing.schema is None else base64.b64encode(listing.schema).decode(),
         "slices": [[h.to_multibase(), size] for h, size in listing.slices],
     }
+    _write_checked_json(slices_cache_path(root, entry.id), SLICES_FORMAT_VERSION, body)
+
+
+# -- block rows -------------------------------------------------------------------------
+# What ``odf log`` shows of each block (a presentation its caller computes from the
+# decoded block), by block hash, with the block's predecessor: a log of blocks that did
+# not change since the last one decodes none (no model, no codec). Each block is still
+# read and hash-checked by the caller before its row is shown.
+
+
+def block_rows_cache_path(root: Path, did: DatasetId) -> Path:
+    """The block-rows cache file of dataset ``did`` in workspace ``root``."""
+    return root / CACHE_DIR / BLOCK_ROWS_CACHE_DIR / f"{did.as_multibase()}.json"
+
+
+def cached_block_rows(root: Path, entry: DatasetEntry) -> dict[str, Any]:
+    """Rows kept for ``entry``'s blocks (block hash multibase -> the caller's row); empty
+    when there is no intact cache. The caller checks each row's shape."""
+    path = block_rows_cache_path(root, entry.id)
+    body = _read_checked_json(path, BLOCK_ROWS_FORMAT_VERSION, MAX_BLOCK_ROWS_CACHE_SIZE)
+    if body is None or body.get("dataset_id") != entry.id.to_did_odf():
+        return {}
+    rows = body.get("rows")
+    return rows if isinstance(rows, dict) else {}
+
+
+def write_block_rows(root: Path, entry: DatasetEntry, rows: dict[str, Any]) -> None:
+    """Keep ``rows`` (JSON values by block hash) for `cached_block_rows` (best effort)."""
+    body = {"dataset_id": entry.id.to_did_odf(), "rows": rows}
+    path = block_rows_cache_path(root, entry.id)
+    _write_checked_json(path, BLOCK_ROWS_FORMAT_VERSION, body, MAX_BLOCK_ROWS_CACHE_SIZE)
+
+
+def _write_checked_json(
+    path: Path, version: int, body: dict[str, Any], limit: int = MAX_SLICES_CACHE_SIZE
+) -> None:
+    """Write a self-checking cache file (see `_read_checked_json`); best effort."""
     text = json.dumps(body, sort_keys=True, separators=(",", ":"))
     digest = hashlib.sha3_256(text.encode("utf-8")).hexdigest()
-    data = json.dumps({"format": SLICES_FORMAT_VERSION, "sha3": digest, "state": text})
-    path = slices_cache_path(root, entry.id)
+    data = json.dumps({"format": version, "sha3": digest, "state": text}).encode("utf-8")
+    if len(data) > limit:
+        return  # it would not be read back
     # No fsync: a torn or lost file fails its SHA3 check and is only recomputed.
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp.write_bytes(data.encode("utf-8"))
+        tmp.write_bytes(data)
         os.replace(tmp, path)
     except OSError:
         with contextlib.suppress(OSError):
@@ -430,13 +477,15 @@ def write_slices_cache(root: Path, entry: DatasetEntry, listing: SliceList) -> N
 
 def _read_state_json(path: Path) -> dict[str, Any] | None:
     """The body of a `storage.chain.state_to_json` file, if intact (else ``None``)."""
-    return _read_checked_json(path, STATE_FORMAT_VERSION)
+    return _read_checked_json(path, STATE_FORMAT_VERSION, MAX_STATE_CACHE_SIZE)
 
 
-def _read_checked_json(path: Path, version: int) -> dict[str, Any] | None:
-    """The body of a `storage.chain.state_to_json` file, if intact (else ``None``)."""
+def _read_checked_json(path: Path, version: int, limit: int) -> dict[str, Any] | None:
+    """The body of a self-checking cache file (`storage.chain.state_to_json`'s format:
+    ``{"format", "sha3", "state"}``, the SHA3 of the ``state`` text), if intact, of format
+    ``version`` and at most ``limit`` bytes; else ``None``."""
     try:
-        data = read_bytes_limited(path, MAX_STATE_CACHE_SIZE)
+        data = read_bytes_limited(path, limit)
         if data is None:
             return None
         outer = json.loads(data)
