@@ -14,7 +14,7 @@ import pytest
 
 import storage.dataset
 from fbs.codec import decode_block
-from fbs.limits import DEFAULT_LIMITS
+from fbs.limits import DEFAULT_LIMITS, DecodeLimits
 from fbs.model import MetadataBlock
 from storage.dataset import Dataset
 from storage.errors import ChainRuleViolation
@@ -24,11 +24,9 @@ from tests.storage.test_append_blocks_crash import source_raws
 
 def _count_decodes(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     calls = [0]
-    real = vars(storage.dataset)["decode_block"]
-
-    def counting(raw: bytes, limits: object = DEFAULT_LIMITS) -> MetadataBlock:
+    def counting(raw: bytes, limits: DecodeLimits = DEFAULT_LIMITS) -> MetadataBlock:
         calls[0] += 1
-        return real(raw, limits)  # type: ignore[arg-type]
+        return decode_block(raw, limits)
 
     monkeypatch.setattr(storage.dataset, "decode_block", counting)
     return calls
