@@ -9,9 +9,12 @@ Builds a workspace of 20 root datasets (``odf add``; 3 of them get 3 ingested sl
 1. start time (issue 15.1): the median wall time of ``--repeat`` sequential runs of
    ``python -c pass`` (the venv's interpreter: the floor), ``odf --help``, ``odf list``,
    ``odf log DS``, ``odf log -n 1 DS`` and ``odf node status`` (no node running: exit 3),
-   each printed with its spread (min..max), its ratio to the floor and its target
-   (``--help``/``list`` <= 0.10 s, ``log``/``status`` <= 0.15 s on an idle machine, where
-   the floor is about 0.024 s: so about 4x and 6x the floor). Python modules run from
+   ``odf sql "SELECT 1"`` and ``odf sql "SELECT count(*) ..."`` (3 slices, embedded
+   engine), each printed with its spread (min..max), its ratio to the floor and its
+   target (``--help``/``list`` <= 0.10 s, ``log``/``status``/``sql SELECT 1`` <= 0.15 s
+   on an idle machine, where the floor is about 0.024 s: so about 4x and 6x the floor),
+   and its median CPU time (user + system of the child: less disturbed by other load)
+   with its ratio to the floor's. Python modules run from
    compiled bytecode, as an installed package does (pip compiles at install): the
    children get a private ``PYTHONPYCACHEPREFIX`` even when the caller sets
    ``PYTHONDONTWRITEBYTECODE``; ``--no-bytecode`` measures compiling every module from
@@ -30,6 +33,7 @@ from __future__ import annotations
 import argparse
 import collections
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -75,18 +79,27 @@ def make_workspace(root: Path, odf: list[str]) -> None:
             )
 
 
+def children_cpu_s() -> float:
+    """CPU seconds (user + system) of the waited-for children of this process so far."""
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return ru.ru_utime + ru.ru_stime
+
+
 def times_s(
     argv: list[str], env: dict[str, str], repeat: int, ok: tuple[int, ...] = (0,)
-) -> list[float]:
-    """Wall times of ``repeat`` sequential runs (each must exit with a code in ``ok``)."""
-    times = []
+) -> tuple[list[float], list[float]]:
+    """Wall and CPU times of ``repeat`` sequential runs (each must exit with a code in
+    ``ok``). CPU time (user + system of the child) is less disturbed by other load on
+    the machine than wall time, though not immune (shared caches, frequency)."""
+    walls, cpus = [], []
     for _ in range(repeat):
-        t0 = time.perf_counter()
+        c0, t0 = children_cpu_s(), time.perf_counter()
         proc = subprocess.run(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        times.append(time.perf_counter() - t0)
+        walls.append(time.perf_counter() - t0)
+        cpus.append(children_cpu_s() - c0)
         if proc.returncode not in ok:
             raise SystemExit(f"{argv}: exit {proc.returncode}: {proc.stderr.decode()[-500:]}")
-    return times
+    return walls, cpus
 
 
 def bytecode_env(env: dict[str, str], cache: Path) -> dict[str, str]:
@@ -103,6 +116,8 @@ START_CASES: list[tuple[str, list[str], tuple[int, ...], float | None]] = [
     ("odf log demo.ds00", ["log", "demo.ds00"], (0,), 0.15),
     ("odf log -n 1 demo.ds00", ["log", "-n", "1", "demo.ds00"], (0,), 0.15),
     ("odf node status", ["node", "status"], (3,), 0.15),
+    ("odf sql SELECT 1", ["sql", "SELECT 1"], (0,), 0.15),
+    ("odf sql count(*)", ["sql", "SELECT count(*) AS n FROM `demo.ds00`"], (0,), None),
 ]
 
 
@@ -112,14 +127,20 @@ def start_times(odf: list[str], env: dict[str, str], repeat: int) -> None:
     cases += [(name, [*odf, *argv], ok, target) for name, argv, ok, target in START_CASES]
     for _name, argv, _ok, _t in cases:  # warm the page cache, .pyc files, state caches
         subprocess.run(argv, env=env, capture_output=True)
-    floor = None
-    print(f"{'command':<24} {'median s':>9} {'min..max s':>13} {'x python':>9} {'target':>7}")
+    floor = cpu_floor = None
+    print(
+        f"{'command':<24} {'median s':>9} {'min..max s':>13} {'x python':>9} {'target':>7}"
+        f" {'cpu s':>6} {'cpu x python':>12}"
+    )
     for name, argv, ok, target in cases:
-        t = times_s(argv, env, repeat, ok)
-        m = statistics.median(t)
-        floor = floor or m
+        t, cpu = times_s(argv, env, repeat, ok)
+        m, c = statistics.median(t), statistics.median(cpu)
+        floor, cpu_floor = floor or m, cpu_floor or c
         goal = f"{target:.2f}" if target else ""
-        print(f"{name:<24} {m:9.3f} {min(t):6.3f}..{max(t):5.3f} {m / floor:9.1f} {goal:>7}")
+        print(
+            f"{name:<24} {m:9.3f} {min(t):6.3f}..{max(t):5.3f} {m / floor:9.1f} {goal:>7}"
+            f" {c:6.3f} {c / cpu_floor:12.1f}"
+        )
     print("(target: seconds on an idle machine; the floor there is about 0.024 s)")
 
 

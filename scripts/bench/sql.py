@@ -45,7 +45,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import pyarrow as pa
 from benchdata import TS, build_root, system_schema
-from cli import bytecode_env
+from cli import bytecode_env, children_cpu_s
 
 ALIAS = "bench.cities"
 GROUP_BY = (
@@ -121,10 +121,17 @@ def duckdb_python(given: str | None) -> str | None:
     return None
 
 
-def timed(cmd: list[str], env: dict[str, str]) -> float:
-    t0 = time.perf_counter()
+#: CPU seconds (user + system) of each timed run, by command (`timed` appends).
+CPU: dict[str, list[float]] = {}
+
+
+def timed(cmd: list[str], env: dict[str, str], name: str | None = None) -> float:
+    """Wall seconds of one run of ``cmd``; its CPU seconds go to ``CPU[name]``."""
+    c0, t0 = children_cpu_s(), time.perf_counter()
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
     elapsed = time.perf_counter() - t0
+    if name is not None:
+        CPU.setdefault(name, []).append(children_cpu_s() - c0)
     if proc.returncode != 0:
         raise SystemExit(f"{' '.join(cmd[:3])}... exited {proc.returncode}: {proc.stderr}")
     return elapsed
@@ -183,23 +190,28 @@ def main() -> None:
             times: dict[str, list[float]] = {name: [] for name in cases}
             for _ in range(args.repeat):
                 for name, cmd in cases.items():
-                    times[name].append(timed(cmd, env))
+                    times[name].append(timed(cmd, env, name))
         finally:
             if args.spark:
                 subprocess.run([*odf, "engine", "stop"], env=env, capture_output=True)
     med = {name: statistics.median(ts) for name, ts in times.items()}
+    cpu = {name: statistics.median(ts) for name, ts in CPU.items()}
     print(f"\nmedians over {args.repeat} alternating rounds ({os.cpu_count()} cores):")
     for name, m in med.items():
         runs = " ".join(f"{t:.2f}" for t in times[name])
-        print(f"  {name:40} {m:6.3f} s   [{runs}]")
+        print(f"  {name:40} {m:6.3f} s  cpu {cpu[name]:6.3f} s  [{runs}]")
     floor = med["python -c pass"]
     head = f"{'odf sql s':>10} {'x python':>9} {'datafusion/odf':>15} {'duckdb/odf':>11}"
-    print(f"\n{'query':<10} {head}")
+    print(f"\n{'query':<10} {head} {'cpu: x python':>14} {'duckdb/odf':>11}")
     for q in ("GROUP BY", "count(*)", "SELECT 1"):
-        odf_s = med[f"odf sql {q}"]
+        odf_s, odf_cpu = med[f"odf sql {q}"], cpu[f"odf sql {q}"]
         fusion = med[f"datafusion process {q}"] / odf_s
         ducks = f"{med[f'duckdb process {q}'] / odf_s:.2f}" if duck is not None else "-"
-        print(f"{q:<10} {odf_s:10.3f} {odf_s / floor:9.1f} {fusion:15.2f} {ducks:>11}")
+        duck_cpu = f"{cpu[f'duckdb process {q}'] / odf_cpu:.2f}" if duck is not None else "-"
+        print(
+            f"{q:<10} {odf_s:10.3f} {odf_s / floor:9.1f} {fusion:15.2f} {ducks:>11}"
+            f" {odf_cpu / cpu['python -c pass']:14.1f} {duck_cpu:>11}"
+        )
     print(
         "(targets: GROUP BY process/odf >= 0.5; SELECT 1 <= 0.15 s on an idle machine, "
         f"about 6x python -c pass; python -c pass here {floor:.3f} s, "
