@@ -561,6 +561,7 @@ def _offsets_problem(source: Any, column: str, start: int, end: int) -> str | No
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
+    from fbs.arrow_values import int_scalar
     from storage.hashing import arrow_input
 
     native = arrow_input(source)
@@ -582,7 +583,8 @@ def _offsets_problem(source: Any, column: str, start: int, end: int) -> str | No
     if col[0].as_py() != start or col[len(col) - 1].as_py() != end:
         return f"offsets run {col[0].as_py()}..{col[len(col) - 1].as_py()}, not {start}..{end}"
     steps = pc.subtract(col.slice(1), col.slice(0, len(col) - 1))
-    if len(steps) and not pc.all(pc.equal(steps, 1)).as_py():
+    # A scalar built from a buffer: pyarrow would import pandas to convert a Python 1.
+    if len(steps) and not pc.all(pc.equal(steps, int_scalar(1, steps.type))).as_py():
         return "offsets are not contiguous and ascending (rows out of order)"
     return None
 

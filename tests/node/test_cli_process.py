@@ -218,3 +218,12 @@ def test_append_ingest_imports_no_pandas(tmp_path: Path) -> None:
     code, heavy = imported_heavy(env, ["ingest", "demo.append", str(csv), "--no-progress"])
     assert code == 0
     assert heavy == []
+
+
+def test_cold_verify_imports_no_pandas(workspace: dict[str, str]) -> None:
+    """Issue 15.5: a first verify decodes every slice for its logical hash and offsets,
+    without pandas (pyarrow imports it on its first conversion of a Python value)."""
+    shutil.rmtree(Path(workspace["ODF_WORKSPACE"]) / ".odf" / "cache", ignore_errors=True)
+    code, heavy = imported_heavy(workspace, ["verify", "--integrity"])
+    assert code == 0
+    assert "pandas" not in heavy
