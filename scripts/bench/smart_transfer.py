@@ -1,7 +1,7 @@
 """Pull over the Smart Transfer Protocol vs the Simple Transfer Protocol, same node.
 
 Usage: .venv/bin/python scripts/bench/smart_transfer.py [--blocks 2000] [--slices 500]
-       [--slice-kb 4] [--runs 2]
+       [--slice-kb 4] [--runs 2] [--latency-ms N] [--objects-parallel N]
 
 A source workspace gets one dataset of ``--blocks`` blocks (Seed, schema, ``--slices``
 AddData blocks with a data slice of ``--slice-kb`` KB of random bytes each, the rest
@@ -23,7 +23,9 @@ pull less the final commit, `p2p.receive.commit_received`, which writes every bl
 durably and is the same code and cost whatever the protocol), and the ratios simple /
 smart (issue 14 target: >= 5x). ``--latency-ms`` delays every HTTP request on the
 server (a WebSocket only at its upgrade: its three round trips are not delayed), as a
-network round trip would: the simple protocol pays it once per block.
+network round trip would: the simple protocol pays it once per block. Every protocol
+downloads ``--objects-parallel`` objects at once; the filesystem is synced before
+each pull (untimed), so no pull pays for the flushes of what ran before it.
 """
 
 from __future__ import annotations
@@ -59,7 +61,7 @@ from fbs.multiformats import Multihash  # noqa: E402
 from fbs.timestamp import Timestamp  # noqa: E402
 from p2p.http_source import HttpSource  # noqa: E402
 from p2p.smart_transfer.client import SmartSource  # noqa: E402
-from p2p.sync import ObjectSource, pull_dataset  # noqa: E402
+from p2p.sync import DEFAULT_OBJECTS_PER_SOURCE, ObjectSource, pull_dataset  # noqa: E402
 from storage.workspace import Workspace  # noqa: E402
 
 SERVER = """
@@ -146,17 +148,22 @@ vars(p2p.sync)["commit_received"] = _timed_commit  # measure the commit inside p
 
 
 async def timed_pull(
-    make: Callable[[aiohttp.ClientSession], ObjectSource], dest: Path
+    make: Callable[[aiohttp.ClientSession], ObjectSource], dest: Path, objects_parallel: int
 ) -> tuple[float, float]:
     """Seconds for a verified clone into a fresh workspace at ``dest``, and of its commit."""
     ws = Workspace.init(dest)
+    # Every pull starts with nothing dirty on the filesystem (the previous pull's
+    # removal, the build): otherwise its flushes pay for what ran before it.
+    os.sync()
     COMMIT_SECONDS.clear()
     async with aiohttp.ClientSession() as s:
         src = make(s)
         t0 = time.perf_counter()
         try:
             record = await src.get_head_record()  # type: ignore[attr-defined]
-            result = await pull_dataset(ws, src, alias="bench", head_record=record)
+            result = await pull_dataset(
+                ws, src, alias="bench", head_record=record, objects_per_source=objects_parallel
+            )
         finally:
             if isinstance(src, SmartSource):
                 await src.aclose()
@@ -181,6 +188,13 @@ def main() -> None:
     ap.add_argument("--slice-kb", type=int, default=4, help="KB per slice (4)")
     ap.add_argument("--runs", type=int, default=2, help="pulls per protocol, best reported")
     ap.add_argument("--latency-ms", type=float, default=0.0, help="server delay per request")
+    ap.add_argument(
+        "--objects-parallel",
+        type=int,
+        default=DEFAULT_OBJECTS_PER_SOURCE,
+        help="parallel object downloads of every protocol (odf pull's default; kamu's "
+        "simple-protocol client uses 10)",
+    )
     ap.add_argument("--dir", type=Path, default=None, help="scratch directory")
     args = ap.parse_args()
     scratch = Path(tempfile.mkdtemp(prefix="bench-smart-", dir=args.dir))
@@ -214,7 +228,7 @@ def main() -> None:
         for run in range(args.runs):
             for name, make in protocols.items():
                 dest = scratch / f"dst-{name}-{run}"
-                secs, commit = asyncio.run(timed_pull(make, dest))
+                secs, commit = asyncio.run(timed_pull(make, dest, args.objects_parallel))
                 best[name] = min(best.get(name, secs), secs)
                 transfer[name] = min(transfer.get(name, secs - commit), secs - commit)
                 print(
@@ -224,7 +238,8 @@ def main() -> None:
                 shutil.rmtree(dest)
         print(
             f"pull of {args.blocks} blocks / {args.slices} slices, latency "
-            f"{args.latency_ms:g} ms (best of {args.runs}):"
+            f"{args.latency_ms:g} ms, {args.objects_parallel} parallel object downloads "
+            f"(best of {args.runs}):"
         )
         print(f"  {'protocol':<13} {'pull':>8} {'transfer':>9}")
         for name, secs in best.items():
