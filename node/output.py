@@ -5,16 +5,18 @@ Commands build plain data (lists of dicts with string/number values) and hand it
 
 Tables are drawn by rich, except the common case that rich would draw plainly: output
 that is not a terminal (no styles), UTF-8, no title, every header and cell printable
-ASCII, and the whole table no wider than the narrowest console rich is given (120
-columns, so nothing wraps). That case is written here, character for character as rich
-writes it (a test compares them), without importing rich: its import costs about twice
+ASCII. That case is laid out here as rich lays it out on its narrowest console (120
+columns: columns narrowed widest first, cells folded at spaces), character for character
+(a property test compares them), without importing rich: its import costs about twice
 the interpreter's start, more than ``odf list`` or ``odf sql "SELECT 1"`` do otherwise.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
+import re
 import sys
 from collections.abc import Mapping, Sequence
 from typing import Any, Final, Literal, TextIO
@@ -100,25 +102,143 @@ def _styled(out: TextIO) -> bool:
 
 def plain_table(columns: Sequence[str], cells: Sequence[Sequence[str]]) -> str | None:
     """The table rich draws for ``columns`` and rows of ``cells`` on a plain console of
-    `TABLE_WIDTH` columns (heavy head box, one space of padding), or ``None`` when rich
-    could draw it otherwise (no columns, a character that is not printable ASCII, too
-    wide to fit)."""
+    `TABLE_WIDTH` columns (heavy head box, one space of padding, cells folded to fit as
+    rich folds them), or ``None`` when rich could draw it otherwise (no columns, a
+    character that is not printable ASCII, columns too narrow to lay out here)."""
     if not columns or not all(_printable(t) for t in (*columns, *(c for r in cells for c in r))):
         return None
-    widths = [max([len(c), *(len(r[i]) for r in cells)]) for i, c in enumerate(columns)]
-    if sum(widths) + 3 * len(widths) + 1 > TABLE_WIDTH:
+    widths = _column_widths(columns, cells)
+    if widths is None:
         return None
+    inner = [w - 2 for w in widths]
 
     def rule(left: str, fill: str, mid: str, right: str) -> str:
-        return left + mid.join(fill * (w + 2) for w in widths) + right
+        return left + mid.join(fill * w for w in widths) + right
 
-    def line(edge: str, texts: Sequence[str]) -> str:
-        return edge + edge.join(f" {t:<{w}} " for t, w in zip(texts, widths, strict=True)) + edge
+    def row(edge: str, texts: Sequence[str], *, bottom: bool = False) -> list[str]:
+        """The lines of one row; cells aligned to the top (the header: to the bottom)."""
+        wrapped = [_wrap(t, w) for t, w in zip(texts, inner, strict=True)]
+        height = max(len(lines) for lines in wrapped)
+        if bottom:
+            wrapped = [[""] * (height - len(lines)) + lines for lines in wrapped]
+        return [
+            edge
+            + edge.join(
+                f" {lines[i] if i < len(lines) else '':<{w}} "
+                for lines, w in zip(wrapped, inner, strict=True)
+            )
+            + edge
+            for i in range(height)
+        ]
 
-    lines = [rule("┏", "━", "┳", "┓"), line("┃", columns), rule("┡", "━", "╇", "┩")]
-    lines += [line("│", r) for r in cells]
+    lines = [rule("┏", "━", "┳", "┓"), *row("┃", columns, bottom=True)]
+    lines.append(rule("┡", "━", "╇", "┩"))
+    for r in cells:
+        lines += row("│", r)
     lines.append(rule("└", "─", "┴", "┘"))
     return "\n".join(lines) + "\n"
+
+
+# The layout below follows rich's (MIT): `Table._calculate_column_widths` and
+# `_collapse_widths`, `rich._ratio.ratio_reduce`, and `Text.wrap` / `rich._wrap.divide_line`
+# with overflow "fold", restricted to printable ASCII (one cell per character, no line
+# breaks or tabs); the test against rich itself keeps them the same.
+
+
+def _column_widths(columns: Sequence[str], cells: Sequence[Sequence[str]]) -> list[int] | None:
+    """Column widths with padding (rich's), or None below 3 (rich's edge cases)."""
+    available = TABLE_WIDTH - (len(columns) + 1)  # borders
+    texts = [[c, *(r[i] for r in cells)] for i, c in enumerate(columns)]
+    widths = [max(min(len(t) + 2, available) for t in col) for col in texts]
+    if sum(widths) > available:
+        widths = _collapse(widths, available)
+        if sum(widths) > available:
+            widths = _ratio_reduce(sum(widths) - available, [1] * len(widths), widths, widths)
+        if min(widths) < 3:
+            return None
+        widths = [
+            max(min(len(t), w - 2) + 2 for t in col) for col, w in zip(texts, widths, strict=True)
+        ]
+    return widths if min(widths) >= 3 else None
+
+
+def _collapse(widths: list[int], max_width: int) -> list[int]:
+    """Narrow the widest columns first until the total fits (every column may wrap)."""
+    total = sum(widths)
+    excess = total - max_width
+    while total and excess > 0:
+        widest = max(widths)
+        second = max((w for w in widths if w != widest), default=0)
+        ratios = [1 if w == widest else 0 for w in widths]
+        if not widest - second:
+            break
+        limit = [min(excess, widest - second)] * len(widths)
+        widths = _ratio_reduce(excess, ratios, limit, widths)
+        total = sum(widths)
+        excess = total - max_width
+    return widths
+
+
+def _ratio_reduce(
+    total: int, ratios: list[int], maximums: list[int], values: list[int]
+) -> list[int]:
+    ratios = [ratio if limit else 0 for ratio, limit in zip(ratios, maximums, strict=True)]
+    total_ratio = sum(ratios)
+    if not total_ratio:
+        return values[:]
+    remaining = total
+    out = []
+    for ratio, limit, value in zip(ratios, maximums, values, strict=True):
+        if ratio and total_ratio > 0:
+            cut = min(limit, round(ratio * remaining / total_ratio))
+            out.append(value - cut)
+            remaining -= cut
+            total_ratio -= ratio
+        else:
+            out.append(value)
+    return out
+
+
+_WORD: Final = re.compile(r"\s*\S+\s*")
+_TRAILING_SPACE: Final = re.compile(r"\s+$")
+
+
+def _wrap(text: str, width: int) -> list[str]:
+    """``text`` folded into lines of at most ``width`` characters."""
+    breaks: list[int] = []
+    offset = 0
+    match = _WORD.match(text, 0)
+    while match is not None:
+        start, end = match.span()
+        word = match.group(0)
+        length = len(word.rstrip())
+        if width - offset >= length:
+            offset += len(word)
+        elif length > width:  # folded across lines
+            chunks = [word[i : i + width] for i in range(0, len(word), width)]
+            for n, chunk in enumerate(chunks):
+                if start:
+                    breaks.append(start)
+                if n == len(chunks) - 1:
+                    offset = len(chunk)
+                else:
+                    start += len(chunk)
+        elif offset and start:
+            breaks.append(start)
+            offset = len(word)
+        match = _WORD.match(text, end)
+    bounds = [0, *breaks, len(text)]
+    lines = [text[a:b] for a, b in itertools.pairwise(bounds)]
+    return [_fit(line, width) for line in lines]
+
+
+def _fit(line: str, width: int) -> str:
+    """rich's ``rstrip_end(width)`` then ``truncate(width)``."""
+    if len(line) > width:
+        space = _TRAILING_SPACE.search(line)
+        if space is not None:
+            line = line[: len(line) - min(len(space.group(0)), len(line) - width)]
+    return line[:width]
 
 
 def _printable(text: str) -> bool:

@@ -32,6 +32,8 @@ def rich_table(columns: Sequence[str], cells: Sequence[Sequence[str]]) -> str:
 
 
 TEXT = st.text(alphabet=string.printable[:95] + "é\t\n┃", max_size=24)
+#: Long cells of words and spaces, to exercise rich's column collapse and folding.
+LONG = st.text(alphabet="ab  -/.", max_size=90) | st.text(alphabet="x", max_size=160)
 
 
 @settings(max_examples=400, deadline=None)
@@ -53,7 +55,9 @@ def test_plain_tables_are_what_rich_draws(columns: list[str], data: st.DataObjec
         (["count(*)"], [["2"]], True),
         (["a", "b"], [], True),
         (["a"], [["x" * (TABLE_WIDTH - 4)]], True),
-        (["a"], [["x" * (TABLE_WIDTH - 3)]], False),  # wraps in rich
+        (["a"], [["x" * (TABLE_WIDTH - 3)]], True),  # folded
+        (["a", "b"], [["word " * 30, "y" * 200]], True),
+        (["c"] * 50, [["x"] * 50], False),  # columns narrower than 3
         (["city"], [["Zürich"]], False),
         (["a"], [["two\nlines"]], False),
         ([], [], False),
@@ -81,3 +85,12 @@ def test_render_draws_without_rich_only_when_rich_would_draw_plainly(
     render(rows, "table", out=styled)
     assert "rich.console" in sys.modules
     assert "\x1b[" in styled.getvalue()
+
+
+@settings(max_examples=400, deadline=None)
+@given(columns=st.lists(TEXT, min_size=1, max_size=8), data=st.data())
+def test_folded_tables_are_what_rich_draws(columns: list[str], data: st.DataObject) -> None:
+    rows = data.draw(st.lists(st.lists(LONG, min_size=len(columns), max_size=len(columns))))
+    plain = plain_table(columns, rows)
+    if plain is not None:
+        assert plain == rich_table(columns, rows)
