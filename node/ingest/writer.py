@@ -89,6 +89,8 @@ ROW_GROUP_ROWS: Final = 1 << 20
 ROW_GROUP_MAX_BYTES: Final = 128 << 20
 #: Encoding of the offset column (an arithmetic sequence: every delta is 1).
 OFFSET_ENCODING: Final = "DELTA_BINARY_PACKED"
+#: Bytes written to a slice file gathered before they are queued for its SHA3.
+_HASH_HANDOFF_BYTES: Final = 1 << 20
 #: Environment variable: ``1`` makes every writer re-read its file and compare hashes.
 VERIFY_HASH_ENV: Final = "ODF_INGEST_VERIFY_HASH"
 
@@ -271,13 +273,17 @@ class _HashingFile:
     """The slice file as the Parquet writer's sink: bytes are SHA3'd as they are written.
 
     This gives the physical hash without reading the file again. pyarrow hands over
-    ``bytes`` copies, so hashing them later on the worker thread is safe.
+    ``bytes`` copies, so hashing them later on the worker thread is safe. The Parquet
+    writer emits many small pieces (page headers, pages): they are handed to the worker
+    `_HASH_HANDOFF_BYTES` at a time, not one thread hop each.
     """
 
     def __init__(self, path: Path, worker: _HashWorker) -> None:
         self._file = path.open("wb")
         self._worker = worker
         self._sha3 = hashlib.sha3_256()
+        self._pending: list[bytes] = []
+        self._pending_bytes = 0
         self.size = 0
         self.failed = False
 
@@ -288,8 +294,18 @@ class _HashingFile:
     def write(self, data: bytes) -> int:
         written = self._file.write(data)
         self.size += len(data)
-        self._worker.submit(self._hash, data)
+        self._pending.append(data)
+        self._pending_bytes += len(data)
+        if self._pending_bytes >= _HASH_HANDOFF_BYTES:
+            self._hand_off()
         return written
+
+    def _hand_off(self) -> None:
+        """Queue the bytes written since the last hand-off for hashing, in order."""
+        if self._pending:
+            data = self._pending[0] if len(self._pending) == 1 else b"".join(self._pending)
+            self._pending, self._pending_bytes = [], 0
+            self._worker.submit(self._hash, data)
 
     def _hash(self, data: bytes) -> None:
         try:
@@ -304,6 +320,7 @@ class _HashingFile:
         self._file.flush()
 
     def close(self) -> None:
+        self._hand_off()
         self._file.close()
 
     def writable(self) -> bool:
