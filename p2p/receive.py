@@ -29,6 +29,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+import threading
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -270,6 +271,8 @@ class CheckedObjects:
         self.max_bytes = max_bytes
         self._items: dict[Path, tuple[DiskObjectStore, list[tuple[Multihash, Path, bytes]]]] = {}
         self._bytes = 0
+        # `add` runs on the event loop while `adopt` may run on a worker thread.
+        self._lock = threading.Lock()
 
     @property
     def full(self) -> bool:
@@ -278,9 +281,15 @@ class CheckedObjects:
 
     def add(self, store: DiskObjectStore, job: ObjectJob, quarantine: Path, digest: bytes) -> None:
         """Hold a quarantine file of ``store`` that `check_object` accepted."""
-        _store, items = self._items.setdefault(store.root, (store, []))
-        items.append((job.hash, quarantine, digest))
-        self._bytes += job.size
+        with self._lock:
+            _store, items = self._items.setdefault(store.root, (store, []))
+            items.append((job.hash, quarantine, digest))
+            self._bytes += job.size
+
+    def _take(self) -> list[tuple[DiskObjectStore, list[tuple[Multihash, Path, bytes]]]]:
+        with self._lock:
+            batches, self._items, self._bytes = list(self._items.values()), {}, 0
+        return batches
 
     def adopt(self) -> None:
         """Give every file held its name, durably; on a failure the files are removed.
@@ -288,7 +297,7 @@ class CheckedObjects:
         Raises:
             OSError / StorageError: see `DiskObjectStore.adopt_many`.
         """
-        batches, self._items, self._bytes = list(self._items.values()), {}, 0
+        batches = self._take()
         try:
             for store, items in batches:
                 store.adopt_many(items)
@@ -298,7 +307,7 @@ class CheckedObjects:
 
     def discard(self) -> None:
         """Remove every file held (a failed pull)."""
-        batches, self._items, self._bytes = list(self._items.values()), {}, 0
+        batches = self._take()
         _discard(q for _store, items in batches for _h, q, _d in items)
 
 

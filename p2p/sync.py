@@ -56,6 +56,7 @@ from p2p.errors import (
 from p2p.head_record import HeadRecord
 from p2p.head_store import HeadStore
 from p2p.receive import (
+    ADOPT_BATCH_BYTES,
     CheckedObjects,
     ObjectJob,
     ObjectKind,
@@ -525,7 +526,7 @@ async def _fetch_objects(
             expect(todo)
     stores = {kind: object_store(layout, kind) for kind in ("data", "checkpoint")}
     # Checked objects are named in batches (one flush each), not one by one.
-    checked = CheckedObjects()
+    checked = CheckedObjects(ADOPT_BATCH_BYTES)
     naming = asyncio.Lock()
 
     async def run(job: ObjectJob) -> None:
