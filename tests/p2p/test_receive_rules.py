@@ -329,6 +329,21 @@ def test_checked_objects_are_named_together_in_their_own_stores(
     batch.adopt()  # emptied by the first adopt: nothing to do
 
 
+def test_checked_objects_count_from_zero_again_after_adopt(ws: Workspace, tmp_path: Path) -> None:
+    src = ws.get("prices")
+    job = object_jobs(b.block for b in _chain(src))[0]
+    store = object_store(new_workspace(tmp_path / "dst").create_dataset("c").layout, job.kind)
+    batch = CheckedObjects(max_bytes=job.size + 1)
+    q, digest = _quarantined(store, src, job)
+    batch.add(store, job, q, digest)
+    batch.adopt()
+    again, digest = _quarantined(store, src, job)
+    batch.add(store, job, again, digest)
+    assert not _full(batch)  # job.size of job.size + 1: the first file no longer counts
+    batch.adopt()
+    assert not again.exists() and store.has(job.hash)  # stored already: the copy is removed
+
+
 def test_a_failed_adopt_removes_every_file_held(ws: Workspace, tmp_path: Path) -> None:
     src = ws.get("prices")
     jobs = object_jobs(b.block for b in _chain(src))
