@@ -13,6 +13,7 @@ the interpreter's start, more than ``odf list`` or ``odf sql "SELECT 1"`` do oth
 
 from __future__ import annotations
 
+import builtins
 import itertools
 import json
 import os
@@ -62,7 +63,10 @@ def _render_table(rows: Any, columns: Sequence[str] | None, title: str | None, o
     if columns is None:
         columns = list(rows[0].keys()) if rows else []
     cells = [[_cell(row.get(c)) for c in columns] for row in rows]
-    plain = None if title is not None or _styled(out) else plain_table(columns, cells)
+    mode = _console_mode(out)
+    plain = None
+    if title is None and mode != "rich":
+        plain = plain_table(columns, cells, bold_header=mode == "bold")
     if plain is not None:
         out.write(plain)
         return
@@ -81,36 +85,65 @@ def _render_table(rows: Any, columns: Sequence[str] | None, title: str | None, o
     console.print(table)
 
 
-def _styled(out: TextIO) -> bool:
-    """Whether rich could style or re-encode output to ``out``: a terminal (by its rules:
-    ``TTY_COMPATIBLE``, ``FORCE_COLOR``, else ``isatty``) or an encoding other than UTF-8."""
+def _console_mode(out: TextIO) -> Literal["plain", "bold", "rich"]:
+    """How rich would write a table to ``out``: ``plain`` (not a terminal by its rules:
+    ``TTY_COMPATIBLE``, ``FORCE_COLOR``, else ``isatty``), ``bold`` (a terminal with
+    colours: bold headers, the width of the terminal), or ``rich``: cases left to rich
+    itself (another encoding than UTF-8, a dumb terminal, ``NO_COLOR``, IPython, IDLE,
+    Windows)."""
     encoding = (getattr(out, "encoding", None) or "utf-8").lower()
     if not encoding.startswith("utf"):
-        return True
+        return "rich"
     compatible = os.environ.get("TTY_COMPATIBLE", "")
-    if compatible in ("0", "1"):
-        return compatible == "1"
     force = os.environ.get("FORCE_COLOR")
-    if force is not None:
-        return force != ""
-    isatty = getattr(out, "isatty", None)
-    try:
-        return bool(isatty()) if isatty is not None else False
-    except ValueError:  # a closed file
-        return False
+    if compatible in ("0", "1"):
+        terminal = compatible == "1"
+    elif force is not None:
+        terminal = force != ""
+    else:
+        isatty = getattr(out, "isatty", None)
+        try:
+            terminal = bool(isatty()) if isatty is not None else False
+        except ValueError:  # a closed file
+            terminal = False
+    if not terminal:
+        return "plain"
+    unusual = (
+        os.environ.get("TERM", "").lower() in ("dumb", "unknown")
+        or os.environ.get("NO_COLOR", "") != ""
+        or "get_ipython" in vars(builtins)
+        or getattr(sys.stdin, "__module__", "").startswith("idlelib")
+        or sys.platform == "win32"
+    )
+    return "rich" if unusual else "bold"
 
 
-def plain_table(columns: Sequence[str], cells: Sequence[Sequence[str]]) -> str | None:
+def plain_table(
+    columns: Sequence[str], cells: Sequence[Sequence[str]], *, bold_header: bool = False
+) -> str | None:
     """The table rich draws for ``columns`` and rows of ``cells`` on a plain console of
     `TABLE_WIDTH` columns (heavy head box, one space of padding, cells folded to fit as
     rich folds them), or ``None`` when rich could draw it otherwise (no columns, a
-    character that is not printable ASCII, columns too narrow to lay out here)."""
+    character that is not printable ASCII, columns too narrow to lay out here).
+
+    ``bold_header``: as rich draws it on a colour terminal (header cells in bold), for a
+    table that fits `TABLE_WIDTH` unfolded (a terminal may be wider: the layout of a
+    table that needs folding depends on its width); else ``None``.
+    """
     if not columns or not all(_printable(t) for t in (*columns, *(c for r in cells for c in r))):
         return None
     widths = _column_widths(columns, cells)
     if widths is None:
         return None
     inner = [w - 2 for w in widths]
+    if bold_header:
+        natural = [max([len(c), *(len(r[i]) for r in cells)]) for i, c in enumerate(columns)]
+        if natural != inner or min(inner) < 1:
+            return None
+        header = "┃".join(
+            f"{_BOLD} {_END}{_BOLD}{c:<{w}}{_END}{_BOLD} {_END}"
+            for c, w in zip(columns, inner, strict=True)
+        )
 
     def rule(left: str, fill: str, mid: str, right: str) -> str:
         return left + mid.join(fill * w for w in widths) + right
@@ -131,7 +164,8 @@ def plain_table(columns: Sequence[str], cells: Sequence[Sequence[str]]) -> str |
             for i in range(height)
         ]
 
-    lines = [rule("┏", "━", "┳", "┓"), *row("┃", columns, bottom=True)]
+    lines = [rule("┏", "━", "┳", "┓")]
+    lines += [f"┃{header}┃"] if bold_header else row("┃", columns, bottom=True)
     lines.append(rule("┡", "━", "╇", "┩"))
     for r in cells:
         lines += row("│", r)
@@ -199,6 +233,8 @@ def _ratio_reduce(
     return out
 
 
+_BOLD: Final = "\x1b[1m"
+_END: Final = "\x1b[0m"
 _WORD: Final = re.compile(r"\s*\S+\s*")
 _TRAILING_SPACE: Final = re.compile(r"\s+$")
 

@@ -14,8 +14,11 @@ from hypothesis import strategies as st
 from node.output import TABLE_WIDTH, plain_table, render
 
 
-def rich_table(columns: Sequence[str], cells: Sequence[Sequence[str]]) -> str:
-    """What `node.output` drew with rich for every table before the plain path."""
+def rich_table(
+    columns: Sequence[str], cells: Sequence[Sequence[str]], *, terminal: bool = False
+) -> str:
+    """What `node.output` drew with rich for every table before the plain path (on a
+    colour terminal with ``terminal``)."""
     from rich.console import Console
     from rich.table import Table
 
@@ -26,6 +29,15 @@ def rich_table(columns: Sequence[str], cells: Sequence[Sequence[str]]) -> str:
         table.add_row(*row)
     out = io.StringIO()
     console = Console(file=out, soft_wrap=False, markup=False, emoji=False)
+    if terminal:
+        console = Console(
+            file=out,
+            soft_wrap=False,
+            markup=False,
+            emoji=False,
+            force_terminal=True,
+            color_system="standard",
+        )
     console.width = max(TABLE_WIDTH, console.width)
     console.print(table)
     return out.getvalue()
@@ -74,17 +86,36 @@ def test_render_draws_without_rich_only_when_rich_would_draw_plainly(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     rows = [{"dataset": "demo.a", "records": 3, "tags": ["x", "y"], "none": None}]
-    expected = rich_table(["dataset", "records", "tags", "none"], [["demo.a", "3", "x, y", ""]])
+    cells = [["demo.a", "3", "x, y", ""]]
+    columns = ["dataset", "records", "tags", "none"]
+    for name in ("FORCE_COLOR", "TTY_COMPATIBLE", "NO_COLOR"):
+        monkeypatch.delenv(name, raising=False)
     out = io.StringIO()
     render(rows, "table", out=out)
-    assert out.getvalue() == expected
-    # FORCE_COLOR makes rich style even a file: such output still goes through rich.
+    assert out.getvalue() == rich_table(columns, cells)
+    # A colour terminal (FORCE_COLOR makes rich take even a file for one): bold headers.
     monkeypatch.setenv("FORCE_COLOR", "1")
-    monkeypatch.delitem(sys.modules, "rich.console", raising=False)
+    monkeypatch.setenv("TERM", "xterm-256color")
     styled = io.StringIO()
     render(rows, "table", out=styled)
+    assert styled.getvalue() == rich_table(columns, cells, terminal=True)
+    assert "\x1b[1m" in styled.getvalue()
+    # NO_COLOR: left to rich itself.
+    monkeypatch.setenv("NO_COLOR", "1")
+    monkeypatch.delitem(sys.modules, "rich.console", raising=False)
+    render(rows, "table", out=io.StringIO())
     assert "rich.console" in sys.modules
-    assert "\x1b[" in styled.getvalue()
+
+
+@settings(max_examples=300, deadline=None)
+@given(columns=st.lists(TEXT, min_size=1, max_size=6), data=st.data())
+def test_bold_headers_are_what_rich_draws_on_a_terminal(
+    columns: list[str], data: st.DataObject
+) -> None:
+    rows = data.draw(st.lists(st.lists(TEXT, min_size=len(columns), max_size=len(columns))))
+    plain = plain_table(columns, rows, bold_header=True)
+    if plain is not None:
+        assert plain == rich_table(columns, rows, terminal=True)
 
 
 @settings(max_examples=400, deadline=None)
