@@ -752,13 +752,14 @@ def run() -> None:
     CLI process test does, so that such a bug coming back is still caught.
     """
     import os
-    import traceback
 
     try:
         code = main()
     except SystemExit as e:  # argparse (usage errors, --help)
         code = _exit_code(e.code)
     except BaseException:
+        import traceback  # only a bug pays for it
+
         traceback.print_exc()
         code = 1
     if os.environ.get("ODF_NORMAL_EXIT") == "1":
