@@ -32,11 +32,6 @@ from fbs.model.source import (
 )
 from node.ingest.errors import ReadError, SchemaError, UnsupportedFormat
 from node.ingest.readers._common import DEFAULT_BATCH_ROWS, TIMESTAMP_TYPE
-from node.ingest.readers.csv import read_csv
-from node.ingest.readers.geojson import read_geojson, read_ndgeojson
-from node.ingest.readers.json import read_json, read_ndjson
-from node.ingest.readers.parquet import read_parquet
-from node.ingest.readers.shapefile import read_shapefile
 
 __all__ = ["DEFAULT_BATCH_ROWS", "TIMESTAMP_TYPE", "read_batches", "read_schema"]
 
@@ -84,19 +79,34 @@ def read_batches(
     schema = read_schema(read)
     if not path.is_file():
         raise ReadError("no such file", path=path)
+    # Each format imports only its own reader (a CLI ingest pays for one).
     if isinstance(read, ReadStepCsv):
+        from node.ingest.readers.csv import read_csv
+
         yield from read_csv(read, path, schema, batch_rows)
     elif isinstance(read, ReadStepNdJson):
+        from node.ingest.readers.json import read_ndjson
+
         yield from read_ndjson(read, path, schema, batch_rows)
     elif isinstance(read, ReadStepJson):
+        from node.ingest.readers.json import read_json
+
         yield from read_json(read, path, schema, batch_rows)
     elif isinstance(read, ReadStepParquet):
+        from node.ingest.readers.parquet import read_parquet
+
         yield from read_parquet(read, path, schema, batch_rows)
     elif isinstance(read, ReadStepGeoJson):
+        from node.ingest.readers.geojson import read_geojson
+
         yield from read_geojson(read, path, schema, batch_rows)
     elif isinstance(read, ReadStepNdGeoJson):
+        from node.ingest.readers.geojson import read_ndgeojson
+
         yield from read_ndgeojson(read, path, schema, batch_rows)
     elif isinstance(read, ReadStepEsriShapefile):
+        from node.ingest.readers.shapefile import read_shapefile
+
         yield from read_shapefile(read, path, schema, batch_rows)
     else:
         raise UnsupportedFormat(f"unknown read step {type(read).__name__}")
