@@ -25,7 +25,8 @@ smart (issue 14 target: >= 5x). ``--latency-ms`` delays every HTTP request on th
 server (a WebSocket only at its upgrade: its three round trips are not delayed), as a
 network round trip would: the simple protocol pays it once per block. Every protocol
 downloads ``--objects-parallel`` objects at once; the filesystem is synced before
-each pull (untimed), so no pull pays for the flushes of what ran before it.
+each pull (untimed), so no pull pays for the flushes of what ran before it, and every
+other run goes through the protocols in the reverse order.
 """
 
 from __future__ import annotations
@@ -226,7 +227,9 @@ def main() -> None:
         best: dict[str, float] = {}
         transfer: dict[str, float] = {}
         for run in range(args.runs):
-            for name, make in protocols.items():
+            # Every other run in the reverse order: no protocol always follows the same one.
+            order = list(protocols.items())
+            for name, make in order if run % 2 == 0 else reversed(order):
                 dest = scratch / f"dst-{name}-{run}"
                 secs, commit = asyncio.run(timed_pull(make, dest, args.objects_parallel))
                 best[name] = min(best.get(name, secs), secs)
