@@ -200,6 +200,16 @@ def test_call_args_split_at_top_level_commas_trimmed() -> None:
     assert [join(a) for a in empty] == ["a", "", ""]
 
 
+def test_levels_are_counted_at_any_depth() -> None:
+    tokens = tokenize("f(((a)), g(h(b), c)) + d")
+    close = matching_paren(tokens, 1)
+    assert join(tokens[: close + 1]) == "f(((a)), g(h(b), c))"
+    comma = scan_level(tokenize("((x)) , y"), 0, lambda t: t.is_punct(","))
+    assert comma == 6  # ( ( x ) ) space ,
+    args, _ = call_args(tokenize("f(g(h(a), b), c)"), 1)
+    assert [join(a) for a in args] == ["g(h(a), b)", "c"]
+
+
 def test_call_args_of_an_unclosed_call_run_to_the_end() -> None:
     tokens = tokenize("f(a, b")
     args, close = call_args(tokens, 1)
