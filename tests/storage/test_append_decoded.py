@@ -24,6 +24,7 @@ from tests.storage.test_append_blocks_crash import source_raws
 
 def _count_decodes(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     calls = [0]
+
     def counting(raw: bytes, limits: DecodeLimits = DEFAULT_LIMITS) -> MetadataBlock:
         calls[0] += 1
         return decode_block(raw, limits)
