@@ -295,6 +295,15 @@ class Memory:
             jvm = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
         return jvm + own.user + own.system
 
+    def codegen_compiles(self) -> int:
+        """Java classes Spark's code generator has compiled (Janino) so far: a query whose
+        generated code changes from run to run is compiled, and JIT-compiled, again."""
+        try:
+            metrics = self.jvm.org.apache.spark.metrics.source.CodegenMetrics
+            return int(metrics.METRIC_COMPILATION_TIME().getCount())
+        except Exception:
+            return -1
+
     def rss(self) -> tuple[int, int]:
         """(current RSS, peak RSS) of the JVM in bytes; (0, 0) without /proc."""
         if self.status is None or not self.status.exists():
@@ -321,6 +330,7 @@ class RunStats:
     rss: int
     rss_peak: int
     spark_jobs: int
+    compiles: int
     phases: dict[str, float] = field(default_factory=dict)
 
 
@@ -368,6 +378,7 @@ def engine_run(
     memory.reset_peaks()
     timer.take()
     first_job = last_job_id(spark)
+    compiles = memory.codegen_compiles()
     cpu = memory.cpu_seconds()
     start = time.perf_counter()
     result = execute_transform(spark, make_request(slices, schema, next_offset, prev, work))
@@ -375,6 +386,7 @@ def engine_run(
     cpu = memory.cpu_seconds() - cpu
     phases = timer.take()
     jobs = last_job_id(spark) - first_job
+    compiles = memory.codegen_compiles() - compiles
     if not isinstance(result, TransformResponseSuccess):
         raise SystemExit(f"engine run failed: {result}")
     table = pq.read_table(work / "data")
@@ -399,6 +411,7 @@ def engine_run(
         rss=rss,
         rss_peak=rss_peak,
         spark_jobs=jobs,
+        compiles=compiles,
         phases=phases,
     )
     return table, stats
@@ -638,6 +651,10 @@ def bench_session(
     print_phases(stats, one)
     jobs = sum(s.spark_jobs for s in stats) / len(stats)
     print(f"  Spark jobs per incremental run: {jobs:.1f}; one engine run (a): {one.spark_jobs}")
+    print(
+        "  generated classes compiled per incremental run (0: the run reused the code of "
+        "the previous ones): " + ", ".join(str(s.compiles) for s in stats)
+    )
     print(
         f"correctness: incremental ({sum(inc_rows.values()):,} rows) vs one run "
         f"({sum(one_rows.values()):,} rows): {'OK' if ok_one else 'MISMATCH'}; vs batch job "
