@@ -48,7 +48,7 @@ TEXT = st.text(alphabet=string.printable[:95] + "é\t\n┃", max_size=24)
 LONG = st.text(alphabet="ab  -/.", max_size=90) | st.text(alphabet="x", max_size=160)
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(
     columns=st.lists(TEXT, min_size=1, max_size=6),
     data=st.data(),
@@ -107,7 +107,7 @@ def test_render_draws_without_rich_only_when_rich_would_draw_plainly(
     assert "rich.console" in sys.modules
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(columns=st.lists(TEXT, min_size=1, max_size=6), data=st.data())
 def test_bold_headers_are_what_rich_draws_on_a_terminal(
     columns: list[str], data: st.DataObject
@@ -118,7 +118,7 @@ def test_bold_headers_are_what_rich_draws_on_a_terminal(
         assert plain == rich_table(columns, rows, terminal=True)
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(columns=st.lists(TEXT, min_size=1, max_size=8), data=st.data())
 def test_folded_tables_are_what_rich_draws(columns: list[str], data: st.DataObject) -> None:
     rows = data.draw(st.lists(st.lists(LONG, min_size=len(columns), max_size=len(columns))))
