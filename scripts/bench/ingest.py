@@ -229,10 +229,20 @@ DUCKDB_TYPES = (
 )
 
 
-def _timed(cmd: list[str], cwd: Path | None = None) -> float:
+#: CPU seconds (user + system) of every timed process, by label: less disturbed than wall
+#: time by other load on a shared machine.
+CPU: dict[str, list[float]] = {}
+
+
+def _timed(cmd: list[str], cwd: Path | None = None, label: str = "") -> float:
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     subprocess.run(cmd, check=True, cwd=cwd, stdout=subprocess.DEVNULL)
-    return time.perf_counter() - t0
+    wall = time.perf_counter() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    CPU.setdefault(label, []).append(cpu)
+    return wall
 
 
 def _odf() -> str:
@@ -277,7 +287,10 @@ def bench_e2e(base: Path, rows: int, repeat: int, duckdb_python: str | None) -> 
     for i in range(repeat):
         out = base / f"bl-{i}.parquet"
         base_s.append(
-            _timed([sys.executable, "-c", BASELINE_SCRIPT, str(csv), str(out), *ARROW_TYPES])
+            _timed(
+                [sys.executable, "-c", BASELINE_SCRIPT, str(csv), str(out), *ARROW_TYPES],
+                label=f"pyarrow-{rows}",
+            )
         )
         sizes["pyarrow"] = out.stat().st_size
         out.unlink()
@@ -288,13 +301,20 @@ def bench_e2e(base: Path, rows: int, repeat: int, duckdb_python: str | None) -> 
             check=True,
             capture_output=True,
         )
-        odf_s.append(_timed([odf, "ingest", "bench", str(csv), "--no-progress"], cwd=work))
+        odf_s.append(
+            _timed(
+                [odf, "ingest", "bench", str(csv), "--no-progress"], cwd=work, label=f"odf-{rows}"
+            )
+        )
         sizes["odf"] = _slice_bytes(work)
         shutil.rmtree(work, ignore_errors=True)
         if duckdb_python is not None:
             out = base / f"duck-{i}.parquet"
             duck_s.append(
-                _timed([duckdb_python, "-c", DUCKDB_SCRIPT, str(csv), str(out), *DUCKDB_TYPES])
+                _timed(
+                    [duckdb_python, "-c", DUCKDB_SCRIPT, str(csv), str(out), *DUCKDB_TYPES],
+                    label=f"duckdb-{rows}",
+                )
             )
             sizes["duckdb"] = out.stat().st_size
             out.unlink()
@@ -310,6 +330,11 @@ def bench_e2e(base: Path, rows: int, repeat: int, duckdb_python: str | None) -> 
     print(
         f"  ratio pyarrow/odf: {_span(ratios, '')} (target >= {target})"
         + (f"; DuckDB/odf {_span(duck_ratios, '')}" if duck_s else "")
+    )
+    cpu_b, cpu_o = CPU[f"pyarrow-{rows}"], CPU[f"odf-{rows}"]
+    print(
+        f"  CPU seconds: pyarrow {_span(cpu_b)}, odf {_span(cpu_o)}; ratio "
+        f"{_span([b / o for b, o in zip(cpu_b, cpu_o, strict=True)], '')}"
     )
     mib = {k: v / 2**20 for k, v in sizes.items()}
     print(
