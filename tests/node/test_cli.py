@@ -18,7 +18,6 @@ from fbs.codec import block_hash, decode_block
 from fbs.manifest import load_block_yaml
 from node.cli import main
 from node.cli_util import (
-    EXIT_CONFLICT,
     EXIT_INVALID,
     EXIT_NOT_FOUND,
     EXIT_OK,
@@ -99,8 +98,16 @@ def test_add_list_log_verify(ws_with_dataset: Path, capsys: pytest.CaptureFixtur
     assert "OK" in capsys.readouterr().out
 
 
-def test_add_same_alias_twice_conflicts(ws_with_dataset: Path) -> None:
-    assert run(ws_with_dataset, "add", str(EXAMPLE)) == EXIT_CONFLICT
+def test_add_same_alias_twice_skips_and_keeps_the_head(
+    ws_with_dataset: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # kamu's convention: an existing dataset is skipped with a warning, not replaced.
+    heads = sorted(p.read_text() for p in ws_with_dataset.glob(".odf/**/refs/head"))
+    assert heads
+    capsys.readouterr()
+    assert run(ws_with_dataset, "add", str(EXAMPLE)) == EXIT_OK
+    assert "already exists" in capsys.readouterr().err
+    assert sorted(p.read_text() for p in ws_with_dataset.glob(".odf/**/refs/head")) == heads
 
 
 def test_add_invalid_manifest_leaves_workspace_unchanged(
