@@ -33,9 +33,9 @@ as midnight UTC), unless set explicitly (`pull` with ``set_watermark``), which c
 watermark-only ``AddData`` and must not move the watermark back.
 
 Memory: Append without preprocess streams record batches straight into the slice
-writer (bounded by the batch size). Other strategies and preprocess hold the new input
-in memory; keyed strategies also load the needed columns of the existing slices to
-derive the current state.
+writer (bounded by two Parquet row groups, see `node.ingest.writer`). Other strategies
+and preprocess hold the new input in memory; keyed strategies also load the needed
+columns of the existing slices to derive the current state.
 """
 
 from __future__ import annotations

@@ -13,7 +13,8 @@ many distinct values falls back to plain pages). kamu writes plain pages except 
 and ``system_time``; both encodings are standard and read by arrow-rs, DataFusion and Spark
 (tests/engine/test_arrow_rs_compat.py).
 
-`SliceWriter` streams record batches (memory bounded by one batch); `write_slice`
+`SliceWriter` streams record batches (memory bounded by two row groups: one gathered
+while the previous one is encoded; ~0.5 GiB for the benchmark's CSV); `write_slice`
 writes one table. Both return a `WrittenSlice` carrying the logical hash and the
 physical hash and size (SHA3 of the bytes as the Parquet writer emits them, as
 `storage.hashing.physical_hash_file` would compute on the file).
