@@ -63,6 +63,7 @@ from storage.catalog import (
     WORKSPACE_DIR,
     WORKSPACE_VERSION,
     DatasetEntry,
+    block_rows_cache_path,
     check_root,
     entries,
     find_root,
@@ -71,6 +72,7 @@ from storage.catalog import (
     rebuild_index,
     resolve,
     scan,
+    slices_cache_path,
     state_cache_path,
 )
 from storage.catalog import alias_key as _alias_key
@@ -560,7 +562,8 @@ class Workspace:
 
     def delete(self, ref: str | DatasetId) -> DatasetEntry:
         """Delete a dataset: it disappears atomically; its key is retired, not erased; its
-        caches (chain state, verified-read stamps, sound slices) are dropped.
+        caches (chain state, slice list, log rows, verified-read stamps, sound slices) are
+        dropped.
 
         Raises:
             InvalidAlias / InvalidDid / DatasetNotFound: see `resolve`.
@@ -580,6 +583,10 @@ class Workspace:
             self.keys.retire(entry.id)
             cache = self._state_cache(entry.id)
             cache.unlink(missing_ok=True)
+            # The read caches of `odf sql` and `odf log` are checked against the head, so a
+            # stale one is harmless; dropped anyway so deleted datasets leave no files behind.
+            slices_cache_path(self.root, entry.id).unlink(missing_ok=True)
+            block_rows_cache_path(self.root, entry.id).unlink(missing_ok=True)
             # Its verified-read stamps too: they name files that are gone, and a dataset
             # fetched again under the same DID must be hashed afresh.
             record = record_path_for(cache)

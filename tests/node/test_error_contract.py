@@ -37,7 +37,7 @@ from node.cli_util import (
     EXIT_VERIFY_FAILED,
 )
 from node.errors import EngineManagerError, EngineSettingsError
-from storage import verified
+from storage import catalog, verified
 from storage.dataset import Dataset
 from storage.errors import CorruptObject, DamagedObject
 from storage.verify import SOUND_SLICES_DIR
@@ -474,7 +474,16 @@ def test_delete_drops_the_dataset_caches(derivative: Path, tmp_path: Path) -> No
     assert cli.main(["--workspace", str(project), "verify", "--integrity"]) == 0
     sound = project / ".odf" / "cache" / SOUND_SLICES_DIR / f"{deriv_dir.name}.json"
     assert sound.is_file()
+    # the read caches of `odf sql` (slice list) and `odf log` (block rows)
+    assert cli.main(["--workspace", str(project), "log", "deriv"]) == 0
+    assert cli.main(["--workspace", str(project), "sql", "SELECT count(*) FROM deriv"]) == 0
+    read_caches = [
+        catalog.slices_cache_path(ws.root, ws.resolve("deriv").id),
+        catalog.block_rows_cache_path(ws.root, ws.resolve("deriv").id),
+    ]
+    assert [p.is_file() for p in read_caches] == [True, True]
     assert cli.main(["--workspace", str(project), "delete", "--yes", "deriv"]) == 0
     assert not deriv_record.exists() and not stamps_under(deriv_dir) and not sound.exists()
+    assert not any(p.exists() for p in read_caches)
     assert root_record.is_file()  # the other dataset's stamps stay
     assert cli.main(["--workspace", str(project), "verify", "--integrity"]) == 0
