@@ -57,7 +57,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 from engine.errors import InvalidQuery
-from engine.inputs import InputPlan, read_input, stateful_nodes
+from engine.inputs import InputPlan, read_input, schema_of_file, stateful_nodes
 from engine.output import OP_APPEND, finish_output
 from engine.sql import quote_identifier, register_view, run_steps, write_single_parquet
 from engine.streaming.retain import retain_rows
@@ -235,29 +235,65 @@ def _input_views(
     fold: Sequence[bool] = (),
 ) -> list[DataFrame]:
     """Every input as its retained rows followed by the new rows, in offset order: one
-    partition, or (``parallel``) Spark's own splits, partitions in offset order.
+    partition, or (``parallel``) Spark's own splits, partitions in offset order -- or, where
+    `_one_scan` applies, one scan of all the files in Spark's order.
 
     Inputs flagged in ``fold`` are presented as their current state (`_fold`).
     """
     views = []
     folds = list(fold) or [False] * len(request.query_inputs)
     for inp, plan, folded in zip(request.query_inputs, plans, folds, strict=True):
-        df = read_input(session, inp, plan, parallel=parallel)
-        retained = None
+        folder = None
         if prev is not None:
             folder = prev[0].input_dir(prev[1], inp.dataset_id.as_multibase())
-            if folder is not None and any(folder.glob("*.parquet")):
-                # The retained rows were written from this input's view: same columns
-                # unless the input's schema evolved, when Spark reads their own.
-                same = _parquet_columns(folder) == [f.name for f in df.schema.fields]
-                reader = session.read.schema(df.schema) if same else session.read
-                retained = reader.parquet(str(folder))
-        if retained is not None:
-            df = retained.unionByName(df, allowMissingColumns=True)
+        retained_files = sorted(folder.glob("*.parquet")) if folder is not None else []
+        one = _one_scan(session, inp, plan, retained_files) if parallel and not folded else None
+        if one is not None:
+            views.append(one)
+            continue
+        df = read_input(session, inp, plan, parallel=parallel)
+        if folder is not None and retained_files:
+            # The retained rows were written from this input's view: same columns
+            # unless the input's schema evolved, when Spark reads their own.
+            same = _parquet_columns(folder) == [f.name for f in df.schema.fields]
+            reader = session.read.schema(df.schema) if same else session.read
+            df = reader.parquet(str(folder)).unionByName(df, allowMissingColumns=True)
         if folded:
             df = _fold(df, inp)
         views.append(df if parallel or folded else df.coalesce(1))
     return views
+
+
+def _one_scan(
+    session: SparkSession,
+    inp: TransformRequestInput,
+    plan: InputPlan,
+    retained: Sequence[Path],
+) -> DataFrame | None:
+    """The retained rows and the new slices of ``inp`` as ONE scan, when the input needs no
+    offset filter and the retained rows have the input's columns; else None.
+
+    Only for a parallel view, whose result is used only when the query does not depend on
+    the order of its rows (`_order_insensitive`; otherwise the executor plans again on
+    ordered views): one scan plans and runs with less fixed work on every pull than a
+    union of per-file scans (one file listing, one broadcast of the Hadoop settings, one
+    generated scan loop).
+    """
+    schema_file = Path(inp.schema_file) if inp.schema_file else None
+    if (
+        not retained
+        or not plan.slices
+        or inp.offset_interval is None
+        or any(s.needs_filter for s in plan.slices)
+        or schema_file is None
+        or not schema_file.is_file()
+    ):
+        return None
+    schema = schema_of_file(session, schema_file)
+    if _parquet_columns(retained[0].parent) != [f.name for f in schema.fields]:
+        return None
+    paths = [*(str(p) for p in retained), *(s.path for s in plan.slices)]
+    return session.read.schema(schema).parquet(*paths)
 
 
 def _holds_retractions(
