@@ -26,7 +26,9 @@ every phase (JIT, class loading):
    max event time so far, the previous run's checkpoint. Per run: time, output rows,
    checkpoint size, retained input rows (the rows of open windows kept under ``state/``),
    JVM heap (peak during the run, and live after a full GC), JVM RSS (peak and current,
-   from ``/proc``), and where the run's time went;
+   from ``/proc``), the Java classes Spark's code generator compiled (0 when the run
+   reused the code of earlier runs: new code is also JIT-compiled again, a large part of
+   a pull's CPU), and where the run's time went;
 2. baseline (a): the same query as ONE engine run over all slices (same final watermark);
 3. baseline (b): the same query as a plain Spark batch job: ``spark.read.parquet`` of all
    slices, ``groupBy(window(event_time, '1 hour'), k).agg(...)``, written to Parquet.
