@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import hashlib
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from fbs.did import DatasetId
 from fbs.keys import KeyPair
+from fbs.model import MetadataBlock
 from fbs.multiformats import Multihash
 from p2p.errors import InvalidHeadRecord, NotDescendant, PeerMisbehaved
 from p2p.head_record import HeadRecord, sign_head
@@ -506,3 +508,43 @@ def test_commit_of_a_new_dataset_installs_the_staged_one_under_its_alias(
     )
     assert got.layout.read_alias() == "copy"
     assert [h for h, _r, _b in got.iter_blocks()] == [h for h, _r, _b in src.iter_blocks()]
+
+
+def test_commit_does_not_decode_the_received_blocks_again(
+    ws: Workspace, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Each block was decoded once, by `receive_block`: the commit reuses those blocks
+    # (the local chain's own blocks are read back; the bytes being committed are not decoded).
+    import storage.dataset as dataset_module
+
+    committing: set[bytes] = set()
+    decoded_again: list[bytes] = []
+    real = dataset_module.decode_block  # type: ignore[attr-defined]
+
+    def counting(raw: bytes, *args: Any, **kw: Any) -> MetadataBlock:
+        if bytes(raw) in committing:
+            decoded_again.append(raw)
+        block: MetadataBlock = real(raw, *args, **kw)
+        return block
+
+    monkeypatch.setattr(dataset_module, "decode_block", counting)
+    src = ws.get("prices")
+    old = _chain(src)
+    dst = new_workspace(tmp_path / "dst")
+    with staging_lock(dst, "test-clone"):
+        staged = open_staging(dst, "test-clone")
+        _store_objects(staged.layout, src, old)
+        did = _did(src)
+        committing.update(b.raw for b in old)
+        commit_received(dst, old, local=None, staged=staged, alias="copy", dataset_id=did)
+        committing.clear()
+    assert decoded_again == []
+    local = dst.get("copy")
+    add_slices(src, tmp_path / "more", 2)
+    new = _chain(src)[len(old) :]
+    _store_objects(local.layout, src, new)
+    committing.update(b.raw for b in new)
+    commit_received(dst, new, local=local)
+    committing.clear()
+    assert decoded_again == []
+    assert local.head() == src.head()
