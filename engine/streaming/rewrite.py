@@ -350,7 +350,9 @@ def _mark_windowed_selects(tokens: list[Token]) -> tuple[list[Token], list[Windo
             if tk.is_word("WINDOW") and p < len(tokens) and tokens[p].is_punct("("):
                 if call is None and not _prev_is_dot(tokens[:k]):
                     call = (k, matching_paren(tokens, p))
-            elif depth[k] == d and (tk.is_word(*_CLAUSE_END) or tk.is_punct(")")):
+            elif depth[k] == d and tk.is_word(*_CLAUSE_END):
+                # A ')' at this level closes a key such as lower(k); the one closing an
+                # enclosing subquery is a level up and ends the loop by its depth.
                 break
             k += 1
         if call is None:

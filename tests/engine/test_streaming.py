@@ -148,6 +148,25 @@ def test_tumble_is_split_independent(
     _check(engine, tmp_path, data, [(None, query)], cuts, _tumble_reference, append_only=True)
 
 
+def _upper_key_reference(rows: dict[str, list[Row]]) -> collections.Counter[tuple[Any, ...]]:
+    agg: dict[tuple[dt.datetime, str], int] = collections.Counter()
+    for r in rows["ev"]:
+        agg[(r["event_time"].replace(minute=0, second=0, microsecond=0), r["k"].upper())] += 1
+    return counter_of([(s, k, n) for (s, k), n in agg.items()])
+
+
+def test_tumble_after_an_expression_key_is_a_window(engine: EngineClient, tmp_path: Path) -> None:
+    """A group key with parentheses before the window (the rewrite once missed the window
+    after it: tests/engine/test_rewrite_rules.py pins that): each window emitted once,
+    complete, whatever the split."""
+    query = (
+        "SELECT TUMBLE_START(event_time, INTERVAL '1' HOUR) AS event_time, upper(k) AS k, "
+        "count(*) AS n FROM ev GROUP BY upper(k), TUMBLE(event_time, INTERVAL '1' HOUR)"
+    )
+    data = {"ev": (EVENTS, _events(7, 40))}
+    _check(engine, tmp_path, data, [(None, query)], [9, 23], _upper_key_reference, append_only=True)
+
+
 def _hop_reference(rows: dict[str, list[Row]]) -> collections.Counter[tuple[Any, ...]]:
     agg: dict[tuple[dt.datetime, str], list[int]] = collections.defaultdict(list)
     for r in rows["ev"]:
