@@ -40,6 +40,7 @@ import mmap
 import os
 import re
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Final
 
@@ -483,41 +484,49 @@ def read_csv(
         direct = {
             f.name: (pa.string() if _needs_text(f.type, has_date_fmt) else f.type) for f in schema
         }
-    yield from _stream(path, dialect, read_names, skip, direct, conformer, batch_rows)
+    yield from _stream(_Job(path, dialect, read_names, skip, direct, conformer, batch_rows))
 
 
-def _stream(
-    path: Path,
-    dialect: _Dialect,
-    names: list[str],
-    skip: int,
-    types: dict[str, Any] | None,
-    conformer: Conformer,
-    batch_rows: int,
-    *,
-    check_quotes: bool = True,
-) -> Iterator[pa.RecordBatch]:
+@dataclass(frozen=True)
+class _Job:
+    """One read of a CSV file: what every parse of it (probed, plain, re-read) needs."""
+
+    path: Path
+    dialect: _Dialect
+    names: list[str]
+    skip: int
+    types: dict[str, Any] | None
+    conformer: Conformer
+    batch_rows: int
+
+    def open(self, source: Path | _ProbedFile) -> pa_csv.CSVStreamingReader:
+        """A pyarrow reader of ``source`` (the file, or the file and its probe)."""
+        read = self.dialect.read_options(names=self.names, skip_rows=self.skip)
+        return _open(source, self.dialect, read, self.types)
+
+
+def _stream(job: _Job, *, check_quotes: bool = True) -> Iterator[pa.RecordBatch]:
     """Conformed batches of the file; an unterminated quote at its end is refused.
 
     The check reads the file followed by the probe record (`_probe_tail`) when it can;
     if the probe was swallowed or made the parse fail, the rows not yet handed out are
     read again without it, ending with the exact (slow) check.
     """
-    if check_quotes and not _needs_quote_check(path, dialect):
+    if check_quotes and not _needs_quote_check(job.path, job.dialect):
         check_quotes = False
-    tail = _probe_tail(path, dialect, names, types) if check_quotes else None
+    tail = _probe_tail(job.path, job.dialect, job.names, job.types) if check_quotes else None
     if tail is None:
-        yield from _parse(path, dialect, names, skip, types, conformer, batch_rows, check_quotes)
+        yield from _parse(job, check_quotes)
         return
     handed_out = 0
     try:
-        for batch in _parse_probed(path, tail, dialect, names, skip, types, conformer, batch_rows):
+        for batch in _parse_probed(job, tail):
             handed_out += batch.num_rows
             yield batch
         return
     except _ProbeFailed:
         pass
-    rest = _parse(path, dialect, names, skip, types, conformer, batch_rows, True)
+    rest = _parse(job, True)
     yield from _skip_rows(rest, handed_out)
 
 
@@ -534,16 +543,7 @@ def _skip_rows(batches: Iterator[pa.RecordBatch], count: int) -> Iterator[pa.Rec
         count = 0
 
 
-def _parse_probed(
-    path: Path,
-    tail: bytes,
-    dialect: _Dialect,
-    names: list[str],
-    skip: int,
-    types: dict[str, Any] | None,
-    conformer: Conformer,
-    batch_rows: int,
-) -> Iterator[pa.RecordBatch]:
+def _parse_probed(job: _Job, tail: bytes) -> Iterator[pa.RecordBatch]:
     """`_parse` of the file followed by ``tail``, the probe row dropped.
 
     Each raw batch is held back until the next one arrives, so the last one is not
@@ -552,13 +552,14 @@ def _parse_probed(
     Raises:
         _ProbeFailed: on any parse error, or when the last row is not the probe.
     """
-    source = _ProbedFile(path, tail)
+    source = _ProbedFile(job.path, tail)
     try:
-        reader = _open(source, dialect, dialect.read_options(names=names, skip_rows=skip), types)
+        reader = job.open(source)
     except (pa.ArrowException, UnicodeError, OSError):
         source.close()
         raise _ProbeFailed from None
-    line_of = _line_finder(path, dialect, skip)
+    path, conformer, batch_rows = job.path, job.conformer, job.batch_rows
+    line_of = _line_finder(path, job.dialect, job.skip)
     rows = 0
     held: pa.RecordBatch | None = None
     with reader, source:
@@ -593,22 +594,14 @@ def _line_finder(path: Path, dialect: _Dialect, skip: int) -> Callable[[int], in
     return line_of
 
 
-def _parse(
-    path: Path,
-    dialect: _Dialect,
-    names: list[str],
-    skip: int,
-    types: dict[str, Any] | None,
-    conformer: Conformer,
-    batch_rows: int,
-    check_quotes: bool,
-) -> Iterator[pa.RecordBatch]:
+def _parse(job: _Job, check_quotes: bool) -> Iterator[pa.RecordBatch]:
     """Conformed batches of the file as it is; with ``check_quotes``, the exact check last."""
-    line_of = _line_finder(path, dialect, skip)
+    path, dialect, names = job.path, job.dialect, job.names
+    line_of = _line_finder(path, dialect, job.skip)
     try:
-        reader = _open(path, dialect, dialect.read_options(names=names, skip_rows=skip), types)
+        reader = job.open(path)
     except pa.ArrowInvalid as e:
-        raise _classify(path, dialect, names, skip, types, conformer, e, 0) from None
+        raise _classify(job, e, 0) from None
     except UnicodeError:
         raise _find_undecodable(path, dialect, names) from None
     except OSError as e:
@@ -623,32 +616,24 @@ def _parse(
                     _check_quotes_closed(path, dialect, names)
                 return
             except pa.ArrowInvalid as e:
-                raise _classify(path, dialect, names, skip, types, conformer, e, rows) from None
+                raise _classify(job, e, rows) from None
             except UnicodeError:
                 raise _find_undecodable(path, dialect, names) from None
             except OSError as e:
                 raise ReadError(f"cannot read: {e}", path=path) from None
             loc = Location(path, rows, line_of)
             rows += batch.num_rows
-            yield from rebatch([conformer.conform(batch, loc)], batch_rows)
+            yield from rebatch([job.conformer.conform(batch, loc)], job.batch_rows)
 
 
-def _classify(
-    path: Path,
-    dialect: _Dialect,
-    names: list[str],
-    skip: int,
-    types: dict[str, Any] | None,
-    conformer: Conformer,
-    error: Exception,
-    rows_before: int,
-) -> ReadError:
+def _classify(job: _Job, error: Exception, rows_before: int) -> ReadError:
     """Turn a pyarrow error into a precise `ReadError` (re-reads the file; error path)."""
+    path, dialect, types, skip = job.path, job.dialect, job.types, job.skip
     text = str(error)
     if "CSV parse error" in text:
         return _arrow_error(path, dialect, error)
     if "invalid UTF8" in text or "invalid utf8" in text.lower():
-        return _find_undecodable(path, dialect, names)
+        return _find_undecodable(path, dialect, job.names)
     if (
         "conversion error" not in text
         or types is None
@@ -658,9 +643,7 @@ def _classify(
     # Re-read everything as text and convert with our own code, which names row and column.
     as_text = dict.fromkeys(types, pa.string())
     try:
-        for batch in _stream(
-            path, dialect, names, skip, as_text, conformer, 1 << 30, check_quotes=False
-        ):
+        for batch in _stream(replace(job, types=as_text, batch_rows=1 << 30), check_quotes=False):
             del batch
     except ReadError as located:
         return located

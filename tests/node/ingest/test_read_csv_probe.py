@@ -53,7 +53,9 @@ def exact_outcome(step: ReadStepCsv, path: Path) -> object:
         read_names = names if set(types) <= set(names) else list(types)
         conformer = Conformer(schema, missing_as_null=False)
         batches = list(
-            csv_reader._parse(path, dialect, read_names, 1, types, conformer, 1 << 16, True)
+            csv_reader._parse(
+                csv_reader._Job(path, dialect, read_names, 1, types, conformer, 1 << 16), True
+            )
         )
     except ReadError as e:
         return str(e)
@@ -89,7 +91,9 @@ def plain_rows(step: ReadStepCsv, path: Path) -> object:
     types = {f.name: f.type for f in schema}
     conformer = Conformer(schema, missing_as_null=False)
     batches = list(
-        csv_reader._parse(path, dialect, ["a", "b"], 1, types, conformer, 1 << 16, False)
+        csv_reader._parse(
+            csv_reader._Job(path, dialect, ["a", "b"], 1, types, conformer, 1 << 16), False
+        )
     )
     return pa.Table.from_batches(batches).to_pylist() if batches else []
 
@@ -152,7 +156,10 @@ def test_the_probe_is_used_for_a_quoted_file(tmp_path: Path) -> None:
     conformer = Conformer(read_schema(TEXT), missing_as_null=False)
     batches = list(
         csv_reader._parse_probed(
-            path, tail, dialect, ["a", "b"], 1, {"a": pa.string(), "b": pa.string()}, conformer, 10
+            csv_reader._Job(
+                path, dialect, ["a", "b"], 1, {"a": pa.string(), "b": pa.string()}, conformer, 10
+            ),
+            tail,
         )
     )
     assert pa.Table.from_batches(batches).to_pylist() == [
