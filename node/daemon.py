@@ -82,6 +82,7 @@ from node.http_api import HttpApiConfig, create_app
 from node.http_auth import load_or_create_token
 from node.remote_resolve import RemoteRef, ResolvedRemote, parse_remote_ref, resolve_remote
 from node.validator import ValidatorWorker
+from node.worker_threads import WorkerThreads
 from p2p.attestation_store import AttestationStore
 from p2p.errors import HostError, P2PError
 from p2p.exchange import ExchangeClient, ExchangeServer
@@ -165,6 +166,8 @@ class NodeDaemon:
             ),
             scores=self.scores,
         )
+        #: Blocking calls of the background tasks: `stop` waits for them (they write).
+        self.threads = WorkerThreads()
         self.watcher = HeadWatcher(workspace, self.head_store)
         self.server = ExchangeServer(workspace, head_records=self.watcher.record_json)
         self.gossip = HeadGossip(self.host, self._on_record, is_fresh=self.watcher.is_fresh)
@@ -181,7 +184,9 @@ class NodeDaemon:
         self._started_at = 0.0
         self._wake = asyncio.Event()
         self.follows = FollowList(workspace, config.follow, self._wake.set)
-        self.validation = ValidationFeed(workspace, config, self.attestations, self.follows, engine)
+        self.validation = ValidationFeed(
+            workspace, config, self.attestations, self.follows, engine, threads=self.threads
+        )
         self.attest = AttestationService(
             workspace,
             config,
@@ -189,6 +194,7 @@ class NodeDaemon:
             self.head_store,
             self.attestations,
             replicas=self.validation.replicas,
+            threads=self.threads,
         )
         self.attestation_gossip = self.attest.gossip
         self.pulls = PullScheduler(
@@ -202,6 +208,7 @@ class NodeDaemon:
             refusal=self.attest.refusal,
             on_pulled=self._on_pulled,
             on_equivocation=self.attest.mark_disputes_dirty,
+            threads=self.threads,
         )
 
     # -- lifecycle -----------------------------------------------------------------------
@@ -265,7 +272,7 @@ class NodeDaemon:
         self._tasks.append(asyncio.create_task(self._watch_loop(), name="head-watcher"))
         if self.worker is not None:
             self._tasks.append(asyncio.create_task(self.worker.run(), name="validator"))
-            for did in await asyncio.to_thread(self.validation.replicas):
+            for did in await self.threads.run(self.validation.replicas):
                 self.worker.queue(did)  # catch up: the backlog left by the last run
         event(
             logging.INFO,
@@ -310,6 +317,8 @@ class NodeDaemon:
             await asyncio.wait(pending, timeout=STOP_PULLS_TIMEOUT_S)
         if self._runner is not None:
             await self._runner.cleanup()
+        # After the HTTP handlers: they may still hand blocking calls to the threads.
+        await self.threads.close()
         with contextlib.suppress(HostError):
             await self.host.stop()
         if self._write_run_file:
@@ -372,8 +381,8 @@ class NodeDaemon:
         first = True
         while True:
             try:
-                peers = await asyncio.to_thread(self.host.peers)
-                topic_peers = frozenset(await asyncio.to_thread(self.host.mesh_peers, HEADS_TOPIC))
+                peers = await self.threads.run(self.host.peers)
+                topic_peers = frozenset(await self.threads.run(self.host.mesh_peers, HEADS_TOPIC))
                 self.peers.connected = sorted(peers)
                 joined = topic_peers - self.peers.subscribed
                 self.peers.subscribed = topic_peers
@@ -383,7 +392,7 @@ class NodeDaemon:
                     await self._dial_bootstrap()
                 if joined:
                     await asyncio.sleep(JOIN_ANNOUNCE_DELAY_S)
-                records = await asyncio.to_thread(self.watcher.scan, full)
+                records = await self.threads.run(self.watcher.scan, full)
                 for record in records:
                     await self.announce(record)
                 for did in self.watcher.take_changed():

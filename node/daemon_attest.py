@@ -29,6 +29,7 @@ from fbs.errors import FbsError, OdfError
 from node.daemon_config import NodeConfig
 from node.daemon_log import event
 from node.disputes import DisputePolicy, publisher_record, publisher_records, refusal_reason
+from node.worker_threads import WorkerThreads
 from p2p.attestation import Attestation, Verdict
 from p2p.attestation_gossip import ATTESTATIONS_TOPIC, AttestationGossip
 from p2p.attestation_store import AcceptResult, AcceptStatus, AttestationStore
@@ -61,6 +62,7 @@ class AttestationService:
         ws / config / host / head_store: the daemon's.
         store: the workspace's attestation store.
         replicas: datasets held here that this node does not own.
+        threads: the daemon's worker threads (blocking calls it waits for at stop).
     """
 
     def __init__(
@@ -71,8 +73,11 @@ class AttestationService:
         head_store: HeadStore,
         store: AttestationStore,
         replicas: Callable[[], list[DatasetId]],
+        *,
+        threads: WorkerThreads,
     ) -> None:
         self.ws = ws
+        self.threads = threads
         self.host = host
         self.head_store = head_store
         self.store = store
@@ -133,7 +138,7 @@ class AttestationService:
         early = self._early.pop(did, [])
         for att in early:
             await self._take(att)
-        accepted = await asyncio.to_thread(self.store.retry_pending, did)
+        accepted = await self.threads.run(self.store.retry_pending, did)
         for result in accepted:
             self.count_accepted(result)
         self.disputes_dirty = True
@@ -147,12 +152,12 @@ class AttestationService:
     async def _take(self, att: Attestation) -> None:
         """Offer ``att`` to the store; keep it in memory when the dataset is not held yet."""
         try:
-            result = await asyncio.to_thread(self.store.accept, att)
+            result = await self.threads.run(self.store.accept, att)
         except DuplicateAttestation:
             self.stats["duplicates"] += 1
             return
         except (AttestationRejected, InvalidAttestation) as e:
-            known = await asyncio.to_thread(self.store.chains, att.dataset_id)
+            known = await self.threads.run(self.store.chains, att.dataset_id)
             if known is None and isinstance(e, AttestationRejected):
                 self._keep_early(att)
                 return
@@ -231,14 +236,14 @@ class AttestationService:
         return out[:MAX_REANNOUNCE_ATTESTATIONS]
 
     async def _reannounce(self) -> None:
-        for att in await asyncio.to_thread(self._own_attestations):
+        for att in await self.threads.run(self._own_attestations):
             await self.publish(att)
 
     async def round(self, full: bool) -> None:
         """Watcher step: dispute summary, and own attestations for new topic peers."""
         if self.disputes_dirty:
             self.disputes_dirty = False
-            records = await asyncio.to_thread(
+            records = await self.threads.run(
                 publisher_records, self.ws, store=self.store, head_store=self.head_store
             )
             self._disputes = [
@@ -255,7 +260,7 @@ class AttestationService:
             ]
         if self.validator_id is None:
             return
-        peers = frozenset(await asyncio.to_thread(self.host.mesh_peers, ATTESTATIONS_TOPIC))
+        peers = frozenset(await self.threads.run(self.host.mesh_peers, ATTESTATIONS_TOPIC))
         joined = peers - self._topic_peers
         self._topic_peers = peers
         busy = self._reannounce_task is not None and not self._reannounce_task.done()
@@ -268,7 +273,7 @@ class AttestationService:
         """Why policy refuses new heads of ``did`` (``None``: replicate)."""
         if not self.policy.refuse_disputed:
             return None
-        record = await asyncio.to_thread(
+        record = await self.threads.run(
             publisher_record, self.ws, did, store=self.store, head_store=self.head_store
         )
         reason = refusal_reason(record, self.policy)
@@ -278,7 +283,7 @@ class AttestationService:
         return reason
 
     async def api_disputes(self, request: web.Request) -> web.StreamResponse:
-        records = await asyncio.to_thread(
+        records = await self.threads.run(
             publisher_records, self.ws, store=self.store, head_store=self.head_store
         )
         return web.json_response([r.to_dict(self.policy) for r in records])

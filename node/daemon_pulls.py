@@ -41,6 +41,7 @@ from node.daemon_config import NodeConfig
 from node.daemon_follow import FollowList
 from node.daemon_log import event
 from node.replica_names import replica_alias
+from node.worker_threads import WorkerThreads
 from p2p.errors import (
     Equivocation,
     InvalidHeadRecord,
@@ -175,6 +176,7 @@ class PullScheduler:
         refusal: why policy refuses new heads of a dataset (``None``: pull it).
         on_pulled: called after each successful pull (before the next one starts).
         on_equivocation: called when a received record conflicts with the held one.
+        threads: the daemon's worker threads (blocking calls it waits for at stop).
     """
 
     def __init__(
@@ -190,8 +192,10 @@ class PullScheduler:
         refusal: Callable[[DatasetId], Awaitable[str | None]],
         on_pulled: Callable[[DatasetId, HeadRecord], Awaitable[None]],
         on_equivocation: Callable[[], None],
+        threads: WorkerThreads,
     ) -> None:
         self.ws = ws
+        self.threads = threads
         self.config = config
         self.host = host
         self.head_store = head_store
@@ -242,7 +246,7 @@ class PullScheduler:
         if self.ws.keys.has(did):
             return False  # our own dataset: only we move it
         try:
-            await asyncio.to_thread(self.head_store.check, record)
+            await self.threads.run(self.head_store.check, record)
         except StaleHead:
             return False
         except Equivocation as e:
@@ -392,7 +396,7 @@ class PullScheduler:
         me = self.host.peer_id
         # Only connected peers: an announcement's origin may be several hops away, and
         # dialling a peer without known addresses would only charge it as unavailable.
-        self.peers.connected = sorted(await asyncio.to_thread(self.host.peers))
+        self.peers.connected = sorted(await self.threads.run(self.host.peers))
         connected = set(self.peers.connected)
         order = [p for p in providers if p in connected] + self.peers.connected
         candidates = [p for p in dict.fromkeys(order) if p != me]
@@ -448,9 +452,9 @@ class PullScheduler:
 
     async def probe_peers(self, peers: Sequence[str]) -> None:
         """Ask ``peers`` for the heads of `_resume_candidates` and queue what is newer."""
-        dids = await asyncio.to_thread(self._resume_candidates)
+        dids = await self.threads.run(self._resume_candidates)
         for did in sorted(dids, key=str):
-            held = await asyncio.to_thread(self.head_store.get, did)
+            held = await self.threads.run(self.head_store.get, did)
             local_head = None
             with contextlib.suppress(StorageError, OSError):
                 layout = DatasetLayout(self.ws.datasets_dir / did.as_multibase())
@@ -475,7 +479,7 @@ class PullScheduler:
                 if not wanted:
                     continue
                 try:
-                    await asyncio.to_thread(self.head_store.check, record)
+                    await self.threads.run(self.head_store.check, record)
                 except P2PError:
                     continue
                 self.queue(record, peer)
@@ -485,7 +489,7 @@ class PullScheduler:
 
     async def resolve(self, did: DatasetId) -> dict[str, Any]:
         """What the network says about ``did``: best record and peers that serve it."""
-        self.peers.connected = sorted(await asyncio.to_thread(self.host.peers))
+        self.peers.connected = sorted(await self.threads.run(self.host.peers))
         peers = [p for p in self.peers.connected if p != self.host.peer_id]
         records = await asyncio.gather(*(self._probe(p, did) for p in peers))
         best: HeadRecord | None = None

@@ -12,7 +12,6 @@ and handed to the attestation service (`node.daemon_attest.AttestationService.pu
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
 from collections.abc import Awaitable, Callable
@@ -26,6 +25,7 @@ from node.daemon_follow import FollowList
 from node.daemon_log import event
 from node.errors import UsageError
 from node.validator import Validator, ValidatorWorker, load_or_create_validator_key
+from node.worker_threads import WorkerThreads
 from p2p.attestation import Attestation
 from p2p.attestation_store import AttestationStore
 from storage.errors import DatasetNotFound, StorageError
@@ -46,6 +46,7 @@ class ValidationFeed:
         follows: where inputs of followed derivatives are added.
         engine: the engine client for replays (default: ``engine_address`` of the
             config, else `node.engine_manager.get_engine` on first use).
+        threads: the daemon's worker threads (blocking calls it waits for at stop).
     """
 
     def __init__(
@@ -55,8 +56,11 @@ class ValidationFeed:
         store: AttestationStore,
         follows: FollowList,
         engine: EngineClient | None = None,
+        *,
+        threads: WorkerThreads,
     ) -> None:
         self.ws = ws
+        self.threads = threads
         self.config = config
         self.store = store
         self.follows = follows
@@ -75,7 +79,10 @@ class ValidationFeed:
             engine = self._engine = EngineClient(self.config.engine_address, timeout=600.0)
         validator = Validator(self.ws, key, engine=engine, store=self.store)
         self.worker = ValidatorWorker(
-            validator, publish, batch_blocks=self.config.validator_batch_blocks
+            validator,
+            publish,
+            batch_blocks=self.config.validator_batch_blocks,
+            threads=self.threads,
         )
         return self.worker
 
@@ -126,12 +133,12 @@ class ValidationFeed:
         """A replica's chain grew: its inputs join the follow list, checks are queued."""
         if self.worker is None:
             return
-        for inp in await asyncio.to_thread(self.inputs_of, did):
+        for inp in await self.threads.run(self.inputs_of, did):
             entry = inp.to_did_odf()
             if entry not in self.follows and not self.ws.keys.has(inp):
                 with contextlib.suppress(UsageError):
                     self.follows.follow(entry)
                     event(logging.INFO, "following input", dataset=entry, of=did.to_did_odf())
         self.worker.queue(did)
-        for dep in await asyncio.to_thread(self.dependents, did):
+        for dep in await self.threads.run(self.dependents, did):
             self.worker.queue(dep)  # may have waited for this input

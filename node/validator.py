@@ -41,6 +41,7 @@ import logging
 import os
 import re
 import stat
+import threading
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -63,6 +64,7 @@ from fbs.multiformats import Multihash
 from fbs.rules import new_checkpoint, new_data
 from node.errors import InputNotReady
 from node.transform import identity_warning
+from node.worker_threads import WorkerThreads
 from p2p.attestation import MAX_REASON_CHARS, Attestation, Verdict, sign_attestation
 from p2p.attestation_store import AttestationStore
 from p2p.errors import DuplicateAttestation, IdentityError
@@ -363,6 +365,7 @@ class Validator:
         max_blocks: int | None = None,
         retry_could_not_check: bool = False,
         wait_for_inputs: bool = False,
+        stop: threading.Event | None = None,
     ) -> ValidationRun:
         """Check the unchecked data blocks of ``ref`` (oldest first), sign and store verdicts.
 
@@ -374,6 +377,8 @@ class Validator:
                 the local input chains yet stops the run unsigned (`ValidationRun.waiting`
                 says why) instead of being attested ``could-not-check``: a replicating
                 validator gets them with the next pull.
+            stop: set by the caller to end the run before its next block (the rest
+                stays in the backlog; a stopping daemon waits for the block in hand).
 
         Raises:
             DatasetNotFound / InvalidAlias: no such dataset.
@@ -406,6 +411,8 @@ class Validator:
                 ctx.schema = event
             if h not in wanted:
                 continue
+            if stop is not None and stop.is_set():
+                break
             if wait_for_inputs and isinstance(event, ExecuteTransform):
                 waiting = missing_input(self.ws, event, input_chains)
                 if waiting is not None:
@@ -554,6 +561,8 @@ class ValidatorWorker:
         publish: awaited with each signed attestation.
         batch_blocks: blocks per run.
         retry_delay_s: first retry delay after an engine failure.
+        threads: where blocking runs go (the daemon's, so its stop waits for them;
+            default: the worker's own).
     """
 
     def __init__(
@@ -563,8 +572,10 @@ class ValidatorWorker:
         *,
         batch_blocks: int = DEFAULT_BATCH_BLOCKS,
         retry_delay_s: float = DEFAULT_RETRY_DELAY_S,
+        threads: WorkerThreads | None = None,
     ) -> None:
         self.validator = validator
+        self.threads = threads or WorkerThreads("odf-validator")
         self._publish = publish
         self.batch_blocks = batch_blocks
         self.retry_delay_s = retry_delay_s
@@ -640,7 +651,7 @@ class ValidatorWorker:
             self._wake.clear()
             if self._stale:
                 stale, self._stale = list(self._stale), set()
-                await asyncio.to_thread(self._refresh, stale)
+                await self.threads.run(self._refresh, stale)
             while self._queue:
                 did = next(iter(self._queue))
                 del self._queue[did]
@@ -651,8 +662,12 @@ class ValidatorWorker:
         self.runs += 1
         p = self._track(did)
         try:
-            run = await asyncio.to_thread(
-                self.validator.validate, did, max_blocks=self.batch_blocks, wait_for_inputs=True
+            run = await self.threads.run(
+                self.validator.validate,
+                did,
+                max_blocks=self.batch_blocks,
+                wait_for_inputs=True,
+                stop=self.threads.stopping,
             )
         except (DatasetNotFound, InvalidAlias):
             self._progress.pop(did, None)

@@ -20,6 +20,7 @@ from fbs.timestamp import Timestamp
 from node.daemon_config import NodeConfig
 from node.daemon_follow import FollowList
 from node.daemon_pulls import MAX_RETRY_DELAY_S, PeerView, PullScheduler, retry_delay
+from node.worker_threads import WorkerThreads
 from p2p.errors import PeerUnavailable, RemoteError
 from p2p.head_record import HeadRecord, sign_head
 from p2p.head_store import HeadStore
@@ -63,6 +64,7 @@ class Scripted(PullScheduler):
             refusal=refusal,
             on_pulled=on_pulled,
             on_equivocation=lambda: None,
+            threads=WorkerThreads(),
         )
         self.busy_until = busy_until
         self.calls: list[int] = []
