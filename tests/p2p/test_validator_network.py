@@ -105,10 +105,22 @@ def verdicts(ws: Workspace, did: DatasetId, validators: set[DatasetId]) -> dict[
     return out
 
 
-def has_verdicts(
-    ws: Workspace, did: DatasetId, validators: set[DatasetId], expected: dict[Verdict, int]
-) -> Callable[[], bool]:
-    return lambda: verdicts(ws, did, validators) == expected
+async def wait_for_verdicts(
+    ws: Workspace,
+    did: DatasetId,
+    validators: set[DatasetId],
+    expected: dict[Verdict, int],
+    what: str,
+) -> None:
+    """Wait until ``ws`` holds exactly ``expected``; on timeout, say what it holds."""
+    try:
+        await wait_for(lambda: verdicts(ws, did, validators) == expected, what)
+    except AssertionError as e:
+        held = sorted(
+            (str(a.validator)[-8:], a.sequence_number, str(a.verdict))
+            for a in attestations_of(ws, did)
+        )
+        raise AssertionError(f"{e}: {ws.root.parent.name} holds {held} of {did}") from None
 
 
 def same_head(ws: Workspace, owner: Workspace, did: DatasetId) -> Callable[[], bool]:
@@ -154,22 +166,25 @@ async def test_validators_attest_and_the_network_marks_the_cheat_disputed(
                         await wait_for(same_head(ws, owner, did), "replication")
                 # Every validator: 2 reproduced for honest; 1 reproduced + 1 diverged for cheat.
                 for ws in (ws_v1, ws_v2, ws_o):
-                    await wait_for(
-                        has_verdicts(ws, honest, validators, {Verdict.REPRODUCED: 4}),
+                    await wait_for_verdicts(
+                        ws,
+                        honest,
+                        validators,
+                        {Verdict.REPRODUCED: 4},
                         f"honest attestations on {ws.root.parent.name}",
                     )
-                    await wait_for(
-                        has_verdicts(
-                            ws, cheat, validators, {Verdict.REPRODUCED: 2, Verdict.DIVERGED: 2}
-                        ),
+                    await wait_for_verdicts(
+                        ws,
+                        cheat,
+                        validators,
+                        {Verdict.REPRODUCED: 2, Verdict.DIVERGED: 2},
                         f"cheat attestations on {ws.root.parent.name}",
                     )
                 # Inputs were followed and checked too (root integrity).
                 assert src.to_did_odf() in v1.follow_list and src2.to_did_odf() in v1.follow_list
                 for ws in (ws_v1, ws_o):
-                    await wait_for(
-                        has_verdicts(ws, src, validators, {Verdict.REPRODUCED: 4}),
-                        "root attestations",
+                    await wait_for_verdicts(
+                        ws, src, validators, {Verdict.REPRODUCED: 4}, "root attestations"
                     )
                 await wait_for(lambda: v1.worker is not None and v1.worker.idle, "idle validator")
                 status = v1.status_info()["validator"]
@@ -211,8 +226,11 @@ async def test_validators_attest_and_the_network_marks_the_cheat_disputed(
                 await asyncio.to_thread(writer.append, [("e", 9), ("f", 10)])
                 await asyncio.to_thread(pull_derivative, ws_a, "honest", engine=engine)
                 for ws in (ws_v1, ws_v2, ws_o):
-                    await wait_for(
-                        has_verdicts(ws, honest, validators, {Verdict.REPRODUCED: 6}),
+                    await wait_for_verdicts(
+                        ws,
+                        honest,
+                        validators,
+                        {Verdict.REPRODUCED: 6},
                         f"attestations of the new head on {ws.root.parent.name}",
                     )
                 assert verify_with_trust(ws_o, honest, 2).ok
@@ -335,7 +353,10 @@ async def test_two_validators_reproduce_a_stateful_derivative(
                 await wait_for(same_head(ws, ws_a, totals), "replication")
             for ws in (ws_v1, ws_v2):
                 # 2 transform blocks x 2 validators, none diverged.
-                await wait_for(
-                    has_verdicts(ws, totals, v_ids, {Verdict.REPRODUCED: 4}),
+                await wait_for_verdicts(
+                    ws,
+                    totals,
+                    v_ids,
+                    {Verdict.REPRODUCED: 4},
                     f"stateful attestations on {ws.root.parent.name}",
                 )
