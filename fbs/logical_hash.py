@@ -28,6 +28,12 @@ Implementation: values are turned into the hash byte stream with vectorized
 pyarrow compute kernels (no per-row Python loop), in row chunks of bounded size;
 hashing of a chunk runs on a worker thread while the next chunk is prepared
 (both pyarrow kernels and ``hashlib`` release the GIL). numpy is not needed.
+
+A column declared with a value type may be fed dictionary-encoded arrays of that value
+type (a Parquet reader's cheapest reading of a dictionary-encoded column): they hash as
+their decoded values, bit for bit. The stream of each distinct value is built once and
+gathered by index, which spares materializing the values and joining length prefixes
+row by row. A dictionary *type* in a schema is still refused, as upstream refuses it.
 """
 
 from __future__ import annotations
@@ -398,6 +404,13 @@ def _arange(count: int) -> pa.Array:
     return int_array_range(0, count, pa.int64())
 
 
+def _joined(elements: pa.Array) -> Any:
+    """The concatenated data of a null-free ``large_binary`` array (a buffer slice)."""
+    bounds = _offsets(elements)
+    start = bounds[0].as_py()
+    return elements.buffers()[2].slice(start, bounds[len(elements)].as_py() - start)
+
+
 def _stream_bytes(array: pa.Array, mask: _Mask | None) -> Any:
     """The hash stream of a whole (small enough) array as one buffer-like object."""
     array = _storage_array(array)
@@ -414,10 +427,7 @@ def _stream_bytes(array: pa.Array, mask: _Mask | None) -> Any:
         return codes.buffers()[1].slice(codes.offset, n)
     if kind == "null":
         raise UnsupportedDataType("arrow-digest V0 cannot hash values of the Null type")
-    elements = _element_stream(array, mask, 0)
-    bounds = _offsets(elements)
-    start = bounds[0].as_py()
-    return elements.buffers()[2].slice(start, bounds[n].as_py() - start)
+    return _joined(_element_stream(array, mask, 0))
 
 
 def _payload_bytes(array: pa.Array, kind: str) -> int:
@@ -465,6 +475,32 @@ def _split_chunk(array: pa.Array, mask: _Mask | None, kind: str) -> Iterator[Any
             yield from _split_chunk(array.slice(start, length), sub_mask, kind)
         return
     yield _stream_bytes(array, mask)
+
+
+def _dictionary_chunks(array: pa.DictionaryArray, chunk_rows: int) -> Iterator[Any]:
+    """The hash stream of a dictionary array whose values hold no null, in bounded chunks.
+
+    Each distinct value's element stream is built once; a chunk gathers them by index
+    (a null index is a null element, hashed as ``00``).
+    """
+    entries = _element_stream(array.dictionary, None, 0)
+    sizes = pc.binary_length(entries)
+    indices = array.indices
+    n = len(indices)
+    for start in range(0, n, chunk_rows):
+        yield from _split_gather(entries, sizes, indices.slice(start, min(chunk_rows, n - start)))
+
+
+def _split_gather(entries: pa.Array, sizes: pa.Array, indices: pa.Array) -> Iterator[Any]:
+    n = len(indices)
+    if n > 1 and (pc.sum(pc.take(sizes, indices)).as_py() or 0) > MAX_CHUNK_BYTES:
+        half = n // 2
+        yield from _split_gather(entries, sizes, indices.slice(0, half))
+        yield from _split_gather(entries, sizes, indices.slice(half))
+        return
+    elements = pc.take(entries, indices)
+    own = _own_mask(indices)
+    yield _joined(_apply_mask(elements, own.valid if own is not None else None))
 
 
 # -- hashing pipeline -------------------------------------------------------------------
@@ -541,6 +577,8 @@ class ArrayDigest:
     def update(self, array: pa.Array | pa.ChunkedArray) -> None:
         """Hash the values of ``array`` (its own validity only).
 
+        A dictionary-encoded array of the declared type hashes as its decoded values.
+
         Raises:
             DataSchemaMismatch: if the array's type hashes differently from the declared one.
             UnsupportedDataType: for values of the Null type (upstream panics).
@@ -554,6 +592,9 @@ class ArrayDigest:
             for chunk in array.chunks:
                 self._update(chunk, None)
             return
+        if pa.types.is_dictionary(array.type):
+            self._update_dictionary(array, parent)
+            return
         if type_descriptor(array.type) != self._descriptor:
             raise DataSchemaMismatch(
                 f"array of type {array.type} does not match the digest's column type"
@@ -563,6 +604,20 @@ class ArrayDigest:
             raise UnsupportedDataType("arrow-digest V0 cannot hash values of the Null type")
         mask = _combine(parent, _own_mask(storage))
         for chunk in _stream_chunks(storage, mask, self._chunk_rows):
+            self._feeder.feed(self._hasher, chunk)
+
+    def _update_dictionary(self, array: pa.DictionaryArray, parent: _Mask | None) -> None:
+        if type_descriptor(array.type.value_type) != self._descriptor:
+            raise DataSchemaMismatch(
+                f"array of type {array.type} does not match the digest's column type"
+            )
+        if parent is not None or array.dictionary.null_count:
+            # Masks combine with a parent's, and null values mask like null indices:
+            # the decoded array takes the general path (rare: Parquet dictionaries of
+            # top-level columns hold no null).
+            self._update(array.dictionary_decode(), parent)
+            return
+        for chunk in _dictionary_chunks(array, self._chunk_rows):
             self._feeder.feed(self._hasher, chunk)
 
     def finalize(self) -> bytes:

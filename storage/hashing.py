@@ -29,6 +29,12 @@ Decisions (checked with pyarrow 26 on files written with and without ``ARROW:sch
   they are left as pyarrow reads them. Nullability is not part of the hash.
 * Dictionary-typed columns (restored from an embedded schema) are refused, as
   upstream cannot hash them either (`fbs.errors.UnsupportedDataType`).
+* A dictionary-encoded string or binary column is read as Arrow dictionaries when the
+  schema has no struct (batch boundaries then cannot change the hash): the logical hash
+  hashes them as their values (`fbs.logical_hash`), without materializing every row's
+  value. A column chunk whose writer fell back to plain pages (too many distinct values)
+  makes pyarrow grow the dictionary batch after batch, so once a batch's dictionary holds
+  more than `MAX_DICTIONARY_FRACTION` of a batch the rest of the file is read plainly.
 * Known gap: ``FIXED_LEN_BYTE_ARRAY`` decimals longer than 16 bytes with precision
   <= 38 are ``Decimal256`` in arrow-rs but ``decimal128`` in pyarrow (no common writer
   produces them; Spark uses the minimal length).
@@ -40,7 +46,7 @@ import base64
 import hashlib
 import json
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import IO, Any, Final, NamedTuple
 
 import pyarrow as pa
@@ -53,6 +59,7 @@ from storage.errors import InvalidDataFile, ObjectTooLarge
 __all__ = [
     "DEFAULT_CHUNK_SIZE",
     "KAMU_BATCH_ROWS",
+    "MAX_DICTIONARY_FRACTION",
     "HashedFile",
     "arrow_rs_schema",
     "logical_hash_parquet",
@@ -65,6 +72,9 @@ DEFAULT_CHUNK_SIZE: Final = 1 << 20
 KAMU_BATCH_ROWS: Final = 10_000
 #: Batch size used when the schema has no struct column (the hash is then split-invariant).
 _FAST_BATCH_ROWS: Final = 1 << 16
+#: A dictionary read stops paying once a batch's dictionary has more entries than this
+#: fraction of the batch rows (each entry's stream is built besides each row's gather).
+MAX_DICTIONARY_FRACTION: Final = 0.5
 
 _UNITS: Final[dict[str, str]] = {
     "milliseconds": "ms",
@@ -156,10 +166,18 @@ def _check_size(size: int, max_size: int | None) -> None:
 # -- logical hash of Parquet files --------------------------------------------------------
 
 
-def logical_hash_parquet(source: Source) -> Multihash:
+def logical_hash_parquet(
+    source: Source, observe: Callable[[pa.RecordBatch], None] | None = None
+) -> Multihash:
     """ODF logical hash (``f9680c00120...``) of a Parquet file, as kamu computes it.
 
     Batches are streamed: memory stays bounded by one batch plus hashing chunks.
+
+    Args:
+        source: a path or a readable binary file (random access).
+        observe: called with every batch hashed, in row order (so a caller can check
+            the values without decoding the file again); string and binary columns may
+            be dictionary-encoded. It should not raise: what it raises propagates.
 
     Raises:
         InvalidDataFile: if the file is not readable Parquet.
@@ -174,31 +192,97 @@ def logical_hash_parquet(source: Source) -> Multihash:
             raise InvalidDataFile(f"not a readable Parquet file: {e}") from None
         schema = arrow_rs_schema(pf)
         digest = RecordDigest(schema)
-        for batch in _batches(pf, schema):
+        for batch in _batches(native, pf, schema):
             digest.update(batch)
+            if observe is not None:
+                observe(batch)
         return Multihash(ARROW0_SHA3_256, digest.finalize())
     finally:
         if native is not source:
             native.close()
 
 
-def _batches(pf: pq.ParquetFile, schema: pa.Schema) -> Iterator[pa.RecordBatch]:
+def _batches(native: Any, pf: pq.ParquetFile, schema: pa.Schema) -> Iterator[pa.RecordBatch]:
     has_struct = any(_contains_struct(f.type) for f in schema)
     batch_rows = KAMU_BATCH_ROWS if has_struct else _FAST_BATCH_ROWS
     casts = [
         None if f.type == g.type else g.type for f, g in zip(pf.schema_arrow, schema, strict=True)
     ]
     try:
-        for batch in pf.iter_batches(batch_size=batch_rows, use_threads=False):
-            if any(c is not None for c in casts):
-                columns = [
-                    col if target is None else col.cast(target, safe=False)
-                    for col, target in zip(batch.columns, casts, strict=True)
-                ]
-                batch = pa.RecordBatch.from_arrays(columns, schema=schema)
-            yield batch
+        dictionaries = [] if has_struct else _dictionary_columns(pf, casts)
+        done = 0
+        if dictionaries:
+            reader = pq.ParquetFile(native, read_dictionary=dictionaries)
+            limit = batch_rows * MAX_DICTIONARY_FRACTION
+            for batch in reader.iter_batches(batch_size=batch_rows, use_threads=False):
+                yield _cast(batch, casts, schema)
+                done += batch.num_rows
+                if any(len(batch.column(name).dictionary) > limit for name in dictionaries):
+                    break  # plain pages: go on without dictionaries
+            else:
+                return
+        yield from (_cast(b, casts, schema) for b in _plain_batches(pf, done, batch_rows))
     except (pa.ArrowException, ValueError) as e:
         raise InvalidDataFile(f"cannot decode Parquet data: {e}") from None
+
+
+def _cast(batch: pa.RecordBatch, casts: list[pa.DataType | None], schema: pa.Schema) -> Any:
+    """``batch`` with arrow-rs' types where pyarrow reads another (`arrow_rs_schema`)."""
+    if all(c is None for c in casts):
+        return batch
+    columns = [
+        col if target is None else col.cast(target, safe=False)
+        for col, target in zip(batch.columns, casts, strict=True)
+    ]
+    # Names, not the schema: a column read as a dictionary keeps its dictionary type.
+    return pa.RecordBatch.from_arrays(columns, names=schema.names)
+
+
+def _plain_batches(pf: pq.ParquetFile, skip: int, batch_rows: int) -> Iterator[pa.RecordBatch]:
+    """Batches of every row from row ``skip`` on (whole row groups before it are not read)."""
+    groups: list[int] = []
+    first = 0
+    for i in range(pf.metadata.num_row_groups):
+        rows = pf.metadata.row_group(i).num_rows
+        if groups or first + rows > skip:
+            groups.append(i)
+        else:
+            first += rows
+    if not groups:
+        return
+    drop = skip - first
+    for batch in pf.iter_batches(batch_size=batch_rows, row_groups=groups, use_threads=False):
+        if drop >= batch.num_rows:
+            drop -= batch.num_rows
+            continue
+        yield batch.slice(drop) if drop else batch
+        drop = 0
+
+
+def _dictionary_columns(pf: pq.ParquetFile, casts: list[pa.DataType | None]) -> list[str]:
+    """Top-level string/binary columns every row group stores dictionary-encoded."""
+    metadata = pf.metadata
+    leaves = {pf.schema.column(i).path: i for i in range(len(pf.schema))}
+    names = [f.name for f in pf.schema_arrow]
+    out = []
+    for field, cast in zip(pf.schema_arrow, casts, strict=True):
+        t = field.type
+        if cast is not None or names.count(field.name) != 1 or field.name not in leaves:
+            continue
+        if not (
+            pa.types.is_string(t)
+            or pa.types.is_large_string(t)
+            or pa.types.is_binary(t)
+            or pa.types.is_large_binary(t)
+        ):
+            continue
+        leaf = leaves[field.name]
+        if metadata.num_row_groups and all(
+            metadata.row_group(g).column(leaf).has_dictionary_page
+            for g in range(metadata.num_row_groups)
+        ):
+            out.append(field.name)
+    return out
 
 
 def _contains_struct(t: pa.DataType) -> bool:
