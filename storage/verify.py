@@ -481,19 +481,16 @@ def _data_problems(
 
         return contextlib.nullcontext(pa.BufferReader(data))
 
+    offsets = _OffsetsCheck(offset_column, d.offset_interval.start, d.offset_interval.end)
     try:
         with source() as f:
-            actual: Multihash | None = _logical_hash(f)
+            # One decode: the offsets are checked on the batches the logical hash reads.
+            actual: Multihash | None = _logical_hash(f, offsets.feed)
     except (FbsError, StorageError, OSError, ValueError, TypeError) as e:
         out.add(VerifyProblem(ProblemKind.LOGICAL_HASH, f"cannot hash data {h}: {e}", *where, h))
         actual = None
     if actual is not None:
-        start, end = d.offset_interval.start, d.offset_interval.end
-        try:
-            with source() as f:
-                why = _offsets_problem(f, offset_column, start, end)
-        except (StorageError, OSError, ValueError, KeyError) as e:
-            why = f"cannot read offsets: {e}"
+        why = offsets.problem()
         if why is not None:
             out.add(VerifyProblem(ProblemKind.DATA_OFFSETS, f"data {h}: {why}", *where, h))
     if actual is not None and actual == d.logical_hash and not out.problems:
@@ -543,50 +540,86 @@ def _read_object(
     return data
 
 
-def _logical_hash(source: Any) -> Multihash:
+def _logical_hash(source: Any, observe: Callable[[Any], None]) -> Multihash:
     """`storage.hashing.logical_hash_parquet`, imported on first use: a verify whose
     slices are all known sound never decodes one, so it spares the import (through the
     logical hash, pyarrow imports pandas)."""
     from storage.hashing import logical_hash_parquet
 
-    return logical_hash_parquet(source)
+    return logical_hash_parquet(source, observe)
 
 
-def _offsets_problem(source: Any, column: str, start: int, end: int) -> str | None:
-    """Why a slice's offset column is not exactly ``start..end`` in order (None: it is).
+class _OffsetsCheck:
+    """Whether a slice's offset column is exactly ``start..end`` in order, from the
+    batches the logical hash decodes (`feed`, in row order; never raises).
 
     ODF slices are stored ordered by offset with contiguous offsets; the engine relies on
     it when it reads inputs without sorting them.
     """
-    import pyarrow.compute as pc
-    import pyarrow.parquet as pq
 
-    from fbs.arrow_values import int_scalar
-    from storage.hashing import arrow_input
+    def __init__(self, column: str, start: int, end: int) -> None:
+        self.column = column
+        self.start = start
+        self.end = end
+        self.rows = 0
+        self.nulls = 0
+        self.first: int | None = None
+        self.last: int | None = None
+        self.in_order = True
+        self.error: str | None = None
 
-    native = arrow_input(source)
-    try:
-        # An Arrow-native file, decoded on this thread: no pool thread ever holds a Python
-        # object (see `storage.hashing.arrow_input`; pq.read_table's scanner did, issue 13.1).
-        table = pq.ParquetFile(native).read(columns=[column], use_threads=False)
-    finally:
-        if native is not source:
-            native.close()
-    col = table.column(column)
-    expected = end - start + 1
-    if len(col) != expected:
-        return f"{len(col)} records, offset interval [{start}, {end}] says {expected}"
-    if col.null_count:
-        return "null offsets"
-    if len(col) == 0:
+    def feed(self, batch: Any) -> None:
+        """Take the offsets of the next batch of the slice."""
+        if self.error is not None:
+            return
+        try:
+            self._feed(batch)
+        # Arrow's errors subclass these: an offset column of a type that does not subtract.
+        except (ArithmeticError, LookupError, NotImplementedError, TypeError, ValueError) as e:
+            self.error = f"cannot read offsets: {e}"
+
+    def _feed(self, batch: Any) -> None:
+        import pyarrow.compute as pc
+
+        from fbs.arrow_values import int_scalar
+
+        index = batch.schema.get_field_index(self.column)
+        if index < 0:
+            self.error = f"cannot read offsets: no column {self.column!r}"
+            return
+        col = batch.column(index)
+        self.rows += len(col)
+        self.nulls += col.null_count
+        if self.nulls or not len(col):
+            return
+        first, last = col[0].as_py(), col[len(col) - 1].as_py()
+        if self.first is None:
+            self.first = first
+        elif self.last is None or first - self.last != 1:
+            self.in_order = False
+        self.last = last
+        if self.in_order and len(col) > 1:
+            steps = pc.subtract(col.slice(1), col.slice(0, len(col) - 1))
+            # A scalar built from a buffer: pyarrow would import pandas to convert a 1.
+            self.in_order = bool(pc.all(pc.equal(steps, int_scalar(1, steps.type))).as_py())
+
+    def problem(self) -> str | None:
+        """Why the offsets are not ``start..end`` in order (None: they are)."""
+        if self.error is not None:
+            return self.error
+        expected = self.end - self.start + 1
+        if self.rows != expected:
+            interval = f"[{self.start}, {self.end}]"
+            return f"{self.rows} records, offset interval {interval} says {expected}"
+        if self.nulls:
+            return "null offsets"
+        if self.rows == 0:
+            return None
+        if self.first != self.start or self.last != self.end:
+            return f"offsets run {self.first}..{self.last}, not {self.start}..{self.end}"
+        if not self.in_order:
+            return "offsets are not contiguous and ascending (rows out of order)"
         return None
-    if col[0].as_py() != start or col[len(col) - 1].as_py() != end:
-        return f"offsets run {col[0].as_py()}..{col[len(col) - 1].as_py()}, not {start}..{end}"
-    steps = pc.subtract(col.slice(1), col.slice(0, len(col) - 1))
-    # A scalar built from a buffer: pyarrow would import pandas to convert a Python 1.
-    if len(steps) and not pc.all(pc.equal(steps, int_scalar(1, steps.type))).as_py():
-        return "offsets are not contiguous and ascending (rows out of order)"
-    return None
 
 
 def verify_integrity(

@@ -93,9 +93,9 @@ def _logical_hashes(monkeypatch: pytest.MonkeyPatch) -> list[object]:
     calls: list[object] = []
     real = verify._logical_hash
 
-    def spy(source: Any) -> Any:
+    def spy(source: Any, observe: Any) -> Any:
         calls.append(source)
-        return real(source)
+        return real(source, observe)
 
     monkeypatch.setattr(verify, "_logical_hash", spy)
     return calls
