@@ -38,6 +38,7 @@ from p2p.errors import (
     DuplicateAttestation,
     InvalidAttestation,
     P2PError,
+    UnknownAttestedDataset,
 )
 from p2p.head_store import HeadStore
 from p2p.host import P2PHost
@@ -135,9 +136,7 @@ class AttestationService:
 
     async def on_new_head(self, did: DatasetId) -> None:
         """A replica's chain grew: attestations kept for it or queued on it are offered again."""
-        early = self._early.pop(did, [])
-        for att in early:
-            await self._take(att)
+        await self._offer_early(did)
         accepted = await self.threads.run(self.store.retry_pending, did)
         for result in accepted:
             self.count_accepted(result)
@@ -149,18 +148,26 @@ class AttestationService:
         self.stats["received"] += 1
         await self._take(att)
 
-    async def _take(self, att: Attestation) -> None:
+    async def _offer_early(self, did: DatasetId) -> None:
+        for att in self._early.pop(did, []):
+            await self._take(att, recheck=False)
+
+    async def _take(self, att: Attestation, *, recheck: bool = True) -> None:
         """Offer ``att`` to the store; keep it in memory when the dataset is not held yet."""
         try:
             result = await self.threads.run(self.store.accept, att)
         except DuplicateAttestation:
             self.stats["duplicates"] += 1
             return
+        except UnknownAttestedDataset:
+            self._keep_early(att)
+            # The dataset's first pull may have committed, and its `on_new_head` run,
+            # while the store said "unknown": offer again now, or the attestation would
+            # wait for a next head that may never come (gossip does not deliver it twice).
+            if recheck and await self.threads.run(self.store.chains, att.dataset_id) is not None:
+                await self._offer_early(att.dataset_id)
+            return
         except (AttestationRejected, InvalidAttestation) as e:
-            known = await self.threads.run(self.store.chains, att.dataset_id)
-            if known is None and isinstance(e, AttestationRejected):
-                self._keep_early(att)
-                return
             self.stats["rejected"] += 1
             event(logging.INFO, "attestation rejected", error=str(e))
             return

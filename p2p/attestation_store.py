@@ -51,7 +51,12 @@ from fbs.model import AddData, ExecuteTransform
 from fbs.multiformats import SHA3_256, Multihash, parse_hash
 from fbs.timestamp import Timestamp
 from p2p.attestation import MAX_ATTESTATION_BYTES, Attestation, Verdict
-from p2p.errors import AttestationRejected, DuplicateAttestation, InvalidAttestation
+from p2p.errors import (
+    AttestationRejected,
+    DuplicateAttestation,
+    InvalidAttestation,
+    UnknownAttestedDataset,
+)
 from p2p.head_store import P2P_DIR
 from storage.errors import StorageError
 from storage.faults import DEFAULT_OPS, FsOps
@@ -414,7 +419,8 @@ class AttestationStore:
         Raises:
             InvalidAttestation: not an attestation, or a bad signature.
             DuplicateAttestation: this validator's verdict on this block is held already.
-            AttestationRejected: time in the future, unknown dataset, a block not in the
+            UnknownAttestedDataset: the dataset is not held here.
+            AttestationRejected: time in the future, a block not in the
                 local chain (or with another sequence number, or without data), or a
                 full store.
         """
@@ -430,7 +436,7 @@ class AttestationStore:
         did = att.dataset_id
         view = self.chains(did)
         if view is None:
-            raise AttestationRejected(f"unknown dataset {did}")
+            raise UnknownAttestedDataset(f"unknown dataset {did}")
         info = view.blocks.get(att.block_hash)
         if info is None:
             if att.sequence_number <= view.head_sequence:

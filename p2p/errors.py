@@ -21,6 +21,7 @@ Tree::
         ├── IdentityError         a missing, malformed or unsafe libp2p identity key file
         ├── InvalidAttestation    a validator attestation with a bad signature, format or size
         └── AttestationRejected   a well-formed attestation refused by the store's rules
+            ├── UnknownAttestedDataset  of a dataset not held here (yet)
             └── DuplicateAttestation  already held (a replay, or the same verdict re-signed)
 """
 
@@ -146,6 +147,10 @@ class InvalidAttestation(P2PError, ValueError):
 
 class AttestationRejected(P2PError):
     """A valid attestation refused by the store (unknown dataset, block not in the chain...)."""
+
+
+class UnknownAttestedDataset(AttestationRejected):
+    """An attestation of a dataset not held here (yet: a replica may be on its way)."""
 
 
 class DuplicateAttestation(AttestationRejected):
