@@ -112,11 +112,18 @@ def as_block_hash(value: object) -> Multihash:
 
 @dataclass(frozen=True, slots=True)
 class PendingEvent:
-    """An event to commit with the files of its new data / checkpoint (if not stored)."""
+    """An event to commit with the files of its new data / checkpoint (if not stored).
+
+    ``data_digest``: the SHA3-256 the caller computed of ``data_file`` as it wrote it,
+    which must then be a quarantine file of the data store
+    (`DiskObjectStore.quarantine_path`): it is moved in (`DiskObjectStore.adopt`: fsync,
+    rename, directory fsync) instead of copied and hashed again.
+    """
 
     event: MetadataEvent
     data_file: Path | None = None
     checkpoint_file: Path | None = None
+    data_digest: bytes | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -378,7 +385,9 @@ class Dataset:
             results.append(CommitResult(prev, h, block, state))
             prev = h
         for _h, _raw, pending in staged:
-            self._stage_objects(pending.event, pending.data_file, pending.checkpoint_file)
+            self._stage_objects(
+                pending.event, pending.data_file, pending.checkpoint_file, pending.data_digest
+            )
         for h, raw, _pending in staged:
             self.layout.blocks.put(h, raw)
         assert state is not None  # events is non-empty
@@ -493,9 +502,13 @@ class Dataset:
     # -- objects ----------------------------------------------------------------------------
 
     def _stage_objects(
-        self, event: MetadataEvent, data_file: Path | None, checkpoint_file: Path | None
+        self,
+        event: MetadataEvent,
+        data_file: Path | None,
+        checkpoint_file: Path | None,
+        data_digest: bytes | None = None,
     ) -> None:
-        self._stage_one(self.layout.data, "data", data_file, new_data(event))
+        self._stage_one(self.layout.data, "data", data_file, new_data(event), data_digest)
         self._stage_one(
             self.layout.checkpoints, "checkpoint", checkpoint_file, new_checkpoint(event)
         )
@@ -506,6 +519,7 @@ class Dataset:
         what: str,
         src: Path | None,
         declared: DataSlice | Checkpoint | None,
+        digest: bytes | None = None,
     ) -> None:
         if declared is None:
             if src is not None:
@@ -521,7 +535,13 @@ class Dataset:
             raise InvalidCommit(f"cannot read {what} file {src}: {e.strerror}") from None
         if actual != size:
             raise InvalidCommit(f"{what} file has {actual} bytes, the event declares {size}")
-        store.put_file(h, Path(src))  # hashes while copying: HashMismatch on a wrong file
+        if digest is not None:
+            try:
+                store.adopt(h, Path(src), digest=digest)  # HashMismatch on a wrong digest
+            except ValueError as e:
+                raise InvalidCommit(f"{what} file: {e}") from None
+        else:
+            store.put_file(h, Path(src))  # hashes while copying: HashMismatch on a wrong file
         _check_object(store, what, h, size, verify=False)
 
     def _check_stored_objects(self, event: MetadataEvent, verify: bool) -> None:

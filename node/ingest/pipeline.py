@@ -595,13 +595,14 @@ def _compute(
     inputs: Sequence[_Input],
     system_time: Timestamp,
     workdir: Path,
+    out: Path,
     engine: PreprocessEngine | None,
     progress: Progress | None,
 ) -> _Plan:
+    """Read, merge and write the new slice to ``out`` against ``state``."""
     vocab = vocab_of(state)
     target = _dataset_arrow_schema(state)
     start = 0 if state is None or state.last_offset is None else state.last_offset + 1
-    out = workdir / f"slice-{start}.parquet"
     keep = [] if isinstance(src.merge, MergeStrategyAppend) else [vocab.operation_type_column]
     if isinstance(src.merge, MergeStrategyAppend) and src.preprocess is None:
         return _compute_streaming(src, inputs, vocab, target, start, system_time, out, progress)
@@ -751,7 +752,10 @@ def _commit_plan(
             new_source_state=source_state if source_changed else None,
         )
         data_file = written.path if has_data and written is not None else None
-        events.append(PendingEvent(event, data_file))
+        # The slice was written into the data store's quarantine and hashed as written:
+        # the commit moves it in (no copy, no second hash).
+        digest = written.physical_hash.digest if has_data and written is not None else None
+        events.append(PendingEvent(event, data_file, data_digest=digest))
     if not events:
         return IngestResult(head, head)
     # One head move: a refused AddData leaves no SetDataSchema behind either.
@@ -774,6 +778,21 @@ def _workdir(parent: Path | None) -> Iterator[Path]:
         yield path
     finally:
         shutil.rmtree(path, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def _quarantined_slice(dataset: Dataset) -> Iterator[Path]:
+    """Where one attempt writes its slice: a quarantine name in the dataset's data store.
+
+    The commit moves the file from there into the store (same directory: a rename, no
+    copy). Whatever is still there at exit (nothing was committed, or the head moved) is
+    removed; a killed process leaves a ``.pending-*`` file that ``odf gc`` removes.
+    """
+    path = dataset.layout.data.quarantine_path()
+    try:
+        yield path
+    finally:
+        path.unlink(missing_ok=True)
 
 
 @contextlib.contextmanager
@@ -982,43 +1001,46 @@ def ingest(
             paths = [stdin]
         keys: _InputKeys | None = None
         for attempt in range(MAX_COMMIT_ATTEMPTS):
-            head = dataset.head()
-            state = dataset.state()
-            push = _push_source(state, source_name)
-            last = None if state is None else state.last_source_state
-            if keys is None or keys.source_name != push.source_name:
-                # Hashed on a thread while the input is read (a duplicate stops the read).
-                keys = _InputKeys(push.source_name, paths, input_format, last)
-            watched = progress if allow_duplicate else keys.watch(progress, last)
-            src = _Source(_override_format(push.read, input_format), push.preprocess, push.merge)
-            now = system_time or _not_before(state)
-            inputs = [_Input(p, event_time) for p in paths]
-            try:
-                with (
-                    _engine_scope(engine, src.preprocess is not None) as eng,
-                    _stdin_named(stdin),
-                ):
-                    plan = _compute(dataset, state, src, inputs, now, wd, eng, watched)
-            except _DuplicateInput:
-                return IngestResult(head, head, duplicate_input=True)
-            except Exception:
-                # A duplicate is reported as such even if reading it fails now.
+            with _quarantined_slice(dataset) as out:
+                head = dataset.head()
+                state = dataset.state()
+                push = _push_source(state, source_name)
+                last = None if state is None else state.last_source_state
+                if keys is None or keys.source_name != push.source_name:
+                    # Hashed on a thread while the input is read (a duplicate stops the read).
+                    keys = _InputKeys(push.source_name, paths, input_format, last)
+                watched = progress if allow_duplicate else keys.watch(progress, last)
+                src = _Source(
+                    _override_format(push.read, input_format), push.preprocess, push.merge
+                )
+                now = system_time or _not_before(state)
+                inputs = [_Input(p, event_time) for p in paths]
+                try:
+                    with (
+                        _engine_scope(engine, src.preprocess is not None) as eng,
+                        _stdin_named(stdin),
+                    ):
+                        plan = _compute(dataset, state, src, inputs, now, wd, out, eng, watched)
+                except _DuplicateInput:
+                    return IngestResult(head, head, duplicate_input=True)
+                except Exception:
+                    # A duplicate is reported as such even if reading it fails now.
+                    if not allow_duplicate and keys.is_duplicate_of(last):
+                        return IngestResult(head, head, duplicate_input=True)
+                    raise
                 if not allow_duplicate and keys.is_duplicate_of(last):
                     return IngestResult(head, head, duplicate_input=True)
-                raise
-            if not allow_duplicate and keys.is_duplicate_of(last):
-                return IngestResult(head, head, duplicate_input=True)
-            if plan.slice is None:
-                # No records (empty file or stream, header only): nothing to commit, not
-                # even the schema or the input digest.
-                return IngestResult(head, head, empty_input=True)
-            if progress is not None:
-                progress(ProgressUpdate("commit"))
-            try:
-                return _commit_plan(dataset, head, state, plan, keys.key(), None, now)
-            except RefCASFailed:
-                if attempt + 1 == MAX_COMMIT_ATTEMPTS:
-                    raise
+                if plan.slice is None:
+                    # No records (empty file or stream, header only): nothing to commit, not
+                    # even the schema or the input digest.
+                    return IngestResult(head, head, empty_input=True)
+                if progress is not None:
+                    progress(ProgressUpdate("commit"))
+                try:
+                    return _commit_plan(dataset, head, state, plan, keys.key(), None, now)
+                except RefCASFailed:
+                    if attempt + 1 == MAX_COMMIT_ATTEMPTS:
+                        raise
     raise AssertionError("unreachable")
 
 
@@ -1088,13 +1110,16 @@ def pull(
                 for f in fetched.files
             ]
             src = _Source(polling.read, polling.preprocess, polling.merge)
-            with _engine_scope(engine, src.preprocess is not None) as eng:
-                plan = _compute(dataset, state, src, inputs, now, attempt_dir, eng, progress)
-            if progress is not None:
-                progress(ProgressUpdate("commit"))
-            try:
-                return _commit_plan(dataset, head, state, plan, fetched.new_state, None, now)
-            except RefCASFailed:
-                if attempt + 1 == MAX_COMMIT_ATTEMPTS:
-                    raise
+            with _quarantined_slice(dataset) as out:
+                with _engine_scope(engine, src.preprocess is not None) as eng:
+                    plan = _compute(
+                        dataset, state, src, inputs, now, attempt_dir, out, eng, progress
+                    )
+                if progress is not None:
+                    progress(ProgressUpdate("commit"))
+                try:
+                    return _commit_plan(dataset, head, state, plan, fetched.new_state, None, now)
+                except RefCASFailed:
+                    if attempt + 1 == MAX_COMMIT_ATTEMPTS:
+                        raise
     raise AssertionError("unreachable")
