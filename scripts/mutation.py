@@ -68,7 +68,19 @@ DEFAULT_TESTS: dict[str, list[str]] = {
         "tests/engine/test_rewrite_rules.py",
         "tests/engine/test_rewrite.py",
     ],
+    # The executor needs Spark: its pure parts first, then the stateful tests on a local
+    # SparkSession in mutmut's own process (IN_PROCESS_SPARK), forked with it per mutant.
+    "engine/streaming/execute.py": [
+        "tests/engine/test_execute_rules.py",
+        "tests/engine/test_window_gate.py",
+        "tests/engine/test_execute_inprocess.py",
+    ],
 }
+
+# Modules whose tests run Spark inside the pytest process: the environment variable that
+# lets tests/engine/test_execute_inprocess.py start its local SparkSession (mutmut's
+# process is not the test session, which shares one engine and must not start a JVM).
+IN_PROCESS_SPARK: dict[str, str] = {"engine/streaming/execute.py": "ODF_TEST_INPROCESS_SPARK"}
 
 # mutmut's exit-code verdicts, folded into the four this report counts.
 KILLED = ("killed", "timeout", "caught by type check", "segfault")
@@ -172,13 +184,25 @@ use_setproctitle = false
         f.write(config)
 
 
-def mutmut(workdir: Path, *args: str) -> None:
-    """Run the mutmut command line in the copy, with one worker (the machine is shared)."""
+def test_env(module: str) -> dict[str, str]:
+    """The environment of the module's test runs (`IN_PROCESS_SPARK`)."""
+    env = dict(os.environ)
+    if module in IN_PROCESS_SPARK:
+        env[IN_PROCESS_SPARK[module]] = "1"
+    return env
+
+
+def mutmut(workdir: Path, *args: str, env: dict[str, str] | None = None) -> None:
+    """Run the mutmut command line in the copy, with one worker (the machine is shared).
+
+    mutmut forks each mutant's test run from its own process (``process_isolation`` =
+    ``fork``, the default): a SparkSession started by its first test run serves them all.
+    """
     exe = Path(sys.executable).parent / "mutmut"
     log = workdir / "mutmut.log"
     print(f"mutmut {args[0]}: output in {log}", flush=True)
     with log.open("a") as out:
-        subprocess.run([str(exe), *args], cwd=workdir, check=True, stdout=out, stderr=out)
+        subprocess.run([str(exe), *args], cwd=workdir, check=True, stdout=out, stderr=out, env=env)
 
 
 def generate(workdir: Path) -> list[str]:
@@ -223,9 +247,9 @@ def load_results(workdir: Path) -> dict[str, str]:
     return results
 
 
-def run_mutmut(workdir: Path, names: Sequence[str]) -> dict[str, str]:
+def run_mutmut(workdir: Path, module: str, names: Sequence[str]) -> dict[str, str]:
     """Test the given mutants (all when empty) and return every verdict."""
-    mutmut(workdir, "run", "--max-children", "1", *names)
+    mutmut(workdir, "run", "--max-children", "1", *names, env=test_env(module))
     results = load_results(workdir)
     return {n: results[n] for n in names} if names else results
 
@@ -384,7 +408,7 @@ def run_constants(workdir: Path, module: str, tests: Sequence[str]) -> dict[str,
     target = workdir / "constants"
     make_copy(target)
     started = time.monotonic()
-    if pytest_passes(target, tests, timeout=None) is not True:
+    if pytest_passes(target, module, tests, timeout=None) is not True:
         raise SystemExit(f"the tests fail on the unmutated copy in {target}")
     # Like mutmut: a mutant that makes the tests much slower (a chunk size of 0) is a timeout.
     limit = 60 + 5 * (time.monotonic() - started)
@@ -393,16 +417,18 @@ def run_constants(workdir: Path, module: str, tests: Sequence[str]) -> dict[str,
     verdicts: dict[str, str] = {}
     for m in constant_mutants(source):
         path.write_text(apply_constant(source, m))
-        passed = pytest_passes(target, tests, timeout=limit)
+        passed = pytest_passes(target, module, tests, timeout=limit)
         verdicts[m.name] = {True: "survived", False: "killed", None: "timeout"}[passed]
         print(f"    {m.name}: {verdicts[m.name]}", flush=True)
     path.write_text(source)
     return verdicts
 
 
-def pytest_passes(workdir: Path, tests: Sequence[str], timeout: float | None) -> bool | None:
+def pytest_passes(
+    workdir: Path, module: str, tests: Sequence[str], timeout: float | None
+) -> bool | None:
     """Whether the tests pass in ``workdir`` (its packages, not the install); None: timeout."""
-    env = dict(os.environ, PYTHONPATH=str(workdir))
+    env = dict(test_env(module), PYTHONPATH=str(workdir))
     args = ["-x", "-q", "-p", "no:cacheprovider", "--hypothesis-seed=0", *tests]
     try:
         proc = subprocess.run(
@@ -481,20 +507,20 @@ def run_all(
     write_config(workdir, module, tests)
     names = generate(workdir)
     if args.rerun:
-        return rerun_survivors(workdir, args.rerun), names
+        return rerun_survivors(workdir, module, args.rerun), names
     chosen: list[str] = []
     if 0 < args.sample < len(names):
         chosen = sorted(random.Random(args.seed).sample(names, args.sample))
-    return Verdicts(status=run_mutmut(workdir, chosen)), names
+    return Verdicts(status=run_mutmut(workdir, module, chosen)), names
 
 
-def rerun_survivors(workdir: Path, earlier: Path) -> Verdicts:
+def rerun_survivors(workdir: Path, module: str, earlier: Path) -> Verdicts:
     """The verdicts of an earlier run, its mutmut survivors tested again."""
     status: dict[str, str] = json.loads(earlier.read_text())["status"]
     again = [n for n, s in sorted(status.items()) if s in SURVIVED and not n.startswith("const:")]
     kept = {n: s for n, s in status.items() if not n.startswith("const:")}
     if again:
-        kept.update(run_mutmut(workdir, again))
+        kept.update(run_mutmut(workdir, module, again))
     return Verdicts(status=kept)
 
 

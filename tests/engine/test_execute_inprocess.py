@@ -1,0 +1,230 @@
+"""The stateful streaming tests, run with the engine in THIS process (for mutation testing).
+
+`engine.streaming.execute` runs inside the engine server, a subprocess of the test session,
+where mutmut cannot see which tests reach which function. Here the same tests
+(`tests/engine/test_streaming.py`, imported) call `engine.transform.execute_transform`
+directly on a local SparkSession owned by this process, so the executor's code runs in
+the pytest process.
+
+The test session shares ONE engine (tests/conftest.py): a second JVM must never start in
+it. So this module runs only when ``ODF_TEST_INPROCESS_SPARK=1`` (set by
+``scripts/mutation engine/streaming/execute.py``, whose mutmut process owns no other
+engine); otherwise every test here is skipped. One SparkSession serves every pytest run
+of the process and every process forked from it (mutmut forks one child per mutant):
+the JVM starts once, and a child opens its own py4j connections.
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final
+
+import pyarrow as pa
+import pytest
+
+from engine.inputs import PARALLEL_MIN_BYTES_CONF
+from engine.streaming import execute
+from engine.transform import TransformResult, execute_transform
+from fbs.model.engine import TransformRequest
+
+# Deterministic stateful tests, collected here again with this module's `engine` fixture;
+# the property tests are run below on one fixed split each. A mutant is tested with every
+# test that reaches the mutated function, so their time is the run's time: the top-N and
+# OVER queries (changelog mode again), the step re-run and the rewrite's window-after-key
+# test are left out.
+from tests.engine.streaming_helpers import fold
+from tests.engine.test_streaming import (  # noqa: F401
+    EVENTS,
+    ORDERS,
+    RATES,
+    SHIPMENTS,
+    TRADES,
+    Reference,
+    _as_of_reference,
+    _events,
+    _group_reference,
+    _hop_reference,
+    _interval_join_reference,
+    _orders,
+    _run_split,
+    _trades,
+    _tumble_reference,
+    test_input_retractions_are_folded_before_a_stateful_query,
+    test_new_query_takes_over_from_the_old_state,
+    test_unsupported_constructs_are_refused_by_name,
+    test_window_waits_for_the_watermark,
+)
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+#: Set to 1 to run this module (a local SparkSession in the pytest process).
+INPROCESS_ENV: Final = "ODF_TEST_INPROCESS_SPARK"
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(
+        os.environ.get(INPROCESS_ENV) != "1",
+        reason=f"starts Spark in the test process: only with {INPROCESS_ENV}=1 "
+        "(scripts/mutation engine/streaming/execute.py)",
+    ),
+]
+
+
+@dataclass(frozen=True)
+class InProcessEngine:
+    """The `EngineClient` call the streaming tests make, served by a local session."""
+
+    session: SparkSession
+
+    def execute_transform(self, request: TransformRequest) -> TransformResult:
+        """Run ``request`` in this process, as the engine server would."""
+        return execute_transform(self.session, request)
+
+
+_SESSION: list[tuple[int, SparkSession]] = []
+
+
+def process_session() -> SparkSession:
+    """This process's SparkSession: started once, never stopped (the JVM ends with the
+    process), reused by every later pytest run of the process.
+
+    A forked child (mutmut's per-mutant worker) shares the JVM but not the parent's py4j
+    sockets: it drops the inherited connections (without closing them: the parent's
+    copies stay usable) and opens its own.
+    """
+    from engine.spark import SparkSettings, create_session
+
+    if not _SESSION:
+        session = create_session(
+            SparkSettings(
+                master="local[2]",
+                driver_memory="1g",
+                # As the shared engine of tests/conftest.py: small inputs take the
+                # parallel read path production takes for large ones.
+                extra_conf=(
+                    (PARALLEL_MIN_BYTES_CONF, "0"),
+                    ("spark.sql.files.maxPartitionBytes", str(64 * 1024)),
+                ),
+            )
+        )
+        _SESSION.append((os.getpid(), session))
+    pid, session = _SESSION[0]
+    if pid != os.getpid():
+        gateway: Any = session.sparkContext._gateway
+        client = gateway._gateway_client
+        client.deque = collections.deque()
+        if hasattr(client, "thread_connection"):
+            client.thread_connection = threading.local()
+        _SESSION[0] = (os.getpid(), session)
+    return session
+
+
+@pytest.fixture
+def engine() -> Iterator[InProcessEngine]:
+    """The engine of the imported streaming tests, in this process.
+
+    Each test starts, like a fresh engine process, with no remembered plan facts (or a
+    query's mode would be decided once, by the first test, for every later one).
+    """
+    execute._PLAN_FACTS.clear()
+    yield InProcessEngine(process_session())
+    execute._PLAN_FACTS.clear()
+
+
+_TUMBLE = (
+    "SELECT TUMBLE_START(event_time, INTERVAL '1' HOUR) AS event_time, k, count(*) AS n, "
+    "sum(v) AS s, max(v) AS m FROM ev GROUP BY TUMBLE(event_time, INTERVAL '1' HOUR), k"
+)
+_HOP = (
+    "SELECT HOP_END(event_time, INTERVAL '1' HOUR, INTERVAL '2' HOUR) AS event_time, k, "
+    "sum(v) AS s FROM ev GROUP BY HOP(event_time, INTERVAL '1' HOUR, INTERVAL '2' HOUR), k"
+)
+_GROUP = "SELECT max(event_time) AS event_time, k, count(*) AS n, sum(v) AS s FROM ev GROUP BY k"
+_INTERVAL_JOIN = (
+    "SELECT o.event_time, o.order_id, s.event_time AS shipped_time, s.quantity AS shipped "
+    "FROM orders AS o LEFT JOIN shipments AS s ON o.order_id = s.order_id AND "
+    "s.event_time BETWEEN o.event_time AND o.event_time + INTERVAL '2' DAY"
+)
+_AS_OF = (
+    "SELECT t.event_time, t.currency, t.amount, t.amount * r.rate AS converted "
+    "FROM trades AS t LEFT JOIN rates FOR SYSTEM_TIME AS OF t.event_time AS r "
+    "ON t.currency = r.currency"
+)
+
+
+def _one_input(rows: list[dict[str, Any]]) -> dict[str, tuple[pa.Schema, list[dict[str, Any]]]]:
+    return {"ev": (EVENTS, rows)}
+
+
+def _joined(seed: int) -> dict[str, tuple[pa.Schema, list[dict[str, Any]]]]:
+    orders, shipments = _orders(seed)
+    return {"orders": (ORDERS, orders), "shipments": (SHIPMENTS, shipments)}
+
+
+def _traded(seed: int) -> dict[str, tuple[pa.Schema, list[dict[str, Any]]]]:
+    rates, trades = _trades(seed)
+    return {"trades": (TRADES, trades), "rates": (RATES, rates)}
+
+
+@pytest.mark.parametrize(
+    ("query", "data", "cuts", "reference", "append_only", "temporal"),
+    [
+        pytest.param(
+            _TUMBLE, _one_input(_events(5, 40)), [17], _tumble_reference, True, (), id="tumble"
+        ),
+        pytest.param(_HOP, _one_input(_events(6, 40)), [23], _hop_reference, True, (), id="hop"),
+        pytest.param(
+            _GROUP, _one_input(_events(8, 30)), [12], _group_reference, False, (), id="group"
+        ),
+        pytest.param(
+            _INTERVAL_JOIN,
+            _joined(13),
+            [6],
+            _interval_join_reference,
+            False,
+            (),
+            id="interval-join",
+        ),
+        pytest.param(
+            _AS_OF,
+            _traded(14),
+            [15],
+            _as_of_reference,
+            False,
+            (("rates", ("currency",)),),
+            id="temporal-join",
+        ),
+    ],
+)
+def test_one_split_folds_to_the_batch_answer(
+    engine: InProcessEngine,
+    tmp_path: Path,
+    query: str,
+    data: dict[str, tuple[pa.Schema, list[dict[str, Any]]]],
+    cuts: list[int],
+    reference: Reference,
+    append_only: bool,
+    temporal: tuple[tuple[str, tuple[str, ...]], ...],
+) -> None:
+    """A stateful query of each mode and join kind of test_streaming.py, on one fixed split
+    (two runs and a closing watermark): the folded output equals the plain-Python reference,
+    window queries append-only. (The split-independence properties, with the one-run
+    comparison, stay in test_streaming.py: this is a mutant's test, kept short.)"""
+    runner, per_run = _run_split(
+        engine,  # type: ignore[arg-type]
+        tmp_path,
+        "split",
+        data,
+        [(None, query)],
+        cuts,
+        temporal=temporal,
+    )
+    assert fold(runner.outputs) == reference({a: rows for a, (_, rows) in data.items()})
+    if append_only:
+        assert all(set(t.column("op").to_pylist()) <= {0} for t in per_run)
