@@ -10,7 +10,14 @@ import pytest
 
 from fbs.model import DatasetVocabulary, OffsetInterval, Timestamp
 from node.ingest.errors import SchemaError
-from node.ingest.writer import ROW_GROUP_ROWS, SliceWriter, slice_schema, write_slice
+from node.ingest.writer import (
+    DICTIONARY_SAMPLE_ROWS,
+    ROW_GROUP_ROWS,
+    SliceWriter,
+    dictionary_columns,
+    slice_schema,
+    write_slice,
+)
 from storage.hashing import logical_hash_parquet, physical_hash_file
 
 T0 = Timestamp.parse_rfc3339("2024-05-01T10:00:00Z")
@@ -42,17 +49,76 @@ def test_slice_columns_types_and_order(tmp_path: Path) -> None:
     assert w.max_event_time == Timestamp.parse_rfc3339("1970-01-01T00:00:02Z")
 
 
+def encodings(path: Path) -> dict[str, tuple[str, ...]]:
+    rg = pq.ParquetFile(path).metadata.row_group(0)
+    return {rg.column(i).path_in_schema: rg.column(i).encodings for i in range(rg.num_columns)}
+
+
 def test_parquet_options_snappy_delta_offsets_and_dictionaries(tmp_path: Path) -> None:
-    w = write_slice(tmp_path / "s.parquet", merged(), start_offset=0, system_time=T0)
+    n = 1000
+    table = merged(n).set_column(1, "city", pa.array([f"c{i % 10}" for i in range(n)]))
+    w = write_slice(tmp_path / "s.parquet", table, start_offset=0, system_time=T0)
     md = pq.ParquetFile(w.path).metadata
     rg = md.row_group(0)
     by_name = {rg.column(i).path_in_schema: rg.column(i) for i in range(rg.num_columns)}
     assert set(by_name) == {"offset", "op", "system_time", "event_time", "city", "population"}
+    # Repeated values get a dictionary; distinct ones (event_time, population) plain pages.
+    repeated = {"op", "system_time", "city"}
     for name, col in by_name.items():
         assert col.compression == "SNAPPY"
         dict_encoded = any("DICTIONARY" in e for e in col.encodings)
-        assert dict_encoded == (name != "offset"), name
+        assert dict_encoded == (name in repeated), name
     assert "DELTA_BINARY_PACKED" in by_name["offset"].encodings
+
+
+@pytest.mark.parametrize(
+    ("values", "dictionary"),
+    [
+        ([i % 100 for i in range(1000)], True),  # 10% distinct
+        ([i % 500 for i in range(1000)], True),  # 50%: not more than the share
+        ([i % 501 for i in range(1000)], False),
+        ([None] * 900 + list(range(100)), False),  # distinct among the non-null values
+        ([None] * 1000, True),  # nothing to judge: pyarrow's default
+    ],
+)
+def test_mostly_distinct_columns_get_plain_pages(
+    tmp_path: Path, values: list[int | None], dictionary: bool
+) -> None:
+    n = len(values)
+    table = merged(n).append_column("v", pa.array(values, pa.int64()))
+    w = write_slice(tmp_path / "s.parquet", table, start_offset=0, system_time=T0)
+    assert any("DICTIONARY" in e for e in encodings(w.path)["v"]) == dictionary
+    assert pq.read_table(w.path).column("v").to_pylist() == values
+    assert w.logical_hash == logical_hash_parquet(str(w.path))
+
+
+def test_the_first_rows_choose_the_encoding(tmp_path: Path) -> None:
+    """Judged on the first `DICTIONARY_SAMPLE_ROWS` rows, not on the whole slice."""
+    n = DICTIONARY_SAMPLE_ROWS + 50_000
+    values = list(range(DICTIONARY_SAMPLE_ROWS)) + [7] * 50_000
+    schema = pa.schema([("event_time", pa.timestamp("ms", "UTC")), ("v", pa.int64())])
+    writer = SliceWriter(tmp_path / "s.parquet", schema, start_offset=0, system_time=T0)
+    writer.write(pa.table({"event_time": pa.array([0] * n, schema.field(0).type), "v": values}))
+    w = writer.close()
+    enc = encodings(w.path)
+    assert not any("DICTIONARY" in e for e in enc["v"])
+    assert any("DICTIONARY" in e for e in enc["event_time"])
+
+
+def test_encodings_without_a_sample_and_nested_leaves() -> None:
+    schema = pa.schema(
+        [("offset", pa.int64()), ("id", pa.int64()), ("s", pa.struct([("a", pa.int64())]))]
+    )
+    assert dictionary_columns(schema, None, skip="offset") == ["id", "s.a"]
+    sample = pa.table({"offset": [0, 1], "id": [1, 2], "s": [{"a": 1}, {"a": 2}]}, schema=schema)
+    assert dictionary_columns(schema, sample, skip="offset") == ["s.a"]
+
+
+def test_an_empty_slice_is_a_readable_file(tmp_path: Path) -> None:
+    writer = SliceWriter(tmp_path / "s.parquet", merged().schema, start_offset=0, system_time=T0)
+    w = writer.close()
+    assert w.num_records == 0
+    assert pq.read_table(w.path).schema.names[:4] == ["offset", "op", "system_time", "event_time"]
 
 
 def test_nested_leaves_get_dictionaries_too(tmp_path: Path) -> None:
@@ -85,9 +151,7 @@ def test_system_columns_cost_almost_nothing(tmp_path: Path) -> None:
     w = writer.close()
     assert pq.ParquetFile(w.path).metadata.num_row_groups == 1
     assert w.size <= 1.1 * baseline, (w.size, baseline)
-    assert pq.read_table(w.path, columns=["offset"]).column(0).to_pylist() == list(
-        range(7, 7 + n)
-    )
+    assert pq.read_table(w.path, columns=["offset"]).column(0).to_pylist() == list(range(7, 7 + n))
 
 
 def test_hashes_match_storage_hashing(tmp_path: Path) -> None:
