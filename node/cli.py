@@ -408,14 +408,16 @@ def cmd_verify(args: argparse.Namespace) -> int:
         return cmd_verify_replay(args)
     if args.recursive:
         raise UsageError("-r applies to full (replay) verification, not --integrity")
-    from storage.verify import verify_integrity
+    from storage.verify import verify_datasets
 
     ws = open_workspace(args)
     entries = [ws.resolve(r) for r in args.dataset] if args.dataset else ws.list()
     results: list[dict[str, Any]] = []
-    for entry in entries:
-        # A registered dataset always has a head: a missing one is reported, not skipped.
-        report = verify_integrity(ws.get(entry.id, require_head=False), require_head=True)
+    # One pool checks the objects of every dataset (many small datasets use every core).
+    # A registered dataset always has a head: a missing one is reported, not skipped.
+    datasets = [ws.get(entry.id, require_head=False) for entry in entries]
+    reports = verify_datasets(datasets, require_head=True)
+    for entry, report in zip(entries, reports, strict=True):
         results.append(
             {
                 "dataset": entry.alias,

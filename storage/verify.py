@@ -42,7 +42,7 @@ import hashlib
 import json
 import os
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -71,6 +71,7 @@ __all__ = [
     "VerifyProblem",
     "VerifyReport",
     "VerifyWarning",
+    "verify_datasets",
     "verify_integrity",
 ]
 
@@ -651,24 +652,141 @@ def verify_integrity(
     Returns:
         A `VerifyReport`; ``report.ok`` is True for a sound dataset.
     """
-    out = _Collector(max_problems)
-    warnings = _temp_warnings(dataset, pending_age_s, now)
-    try:
-        head = dataset.head()
-    except StorageError as e:
-        out.add(VerifyProblem(ProblemKind.HEAD_INVALID, f"refs/head: {e}"))
-        return VerifyReport(None, 0, 0, tuple(out.problems), warnings=warnings)
-    except OSError as e:
-        out.add(VerifyProblem(ProblemKind.UNREADABLE, f"refs/head: {_os_error(e)}"))
-        return VerifyReport(None, 0, 0, tuple(out.problems), warnings=warnings)
-    if head is None:
+    (report,) = verify_datasets(
+        [dataset],
+        check_objects=check_objects,
+        check_logical_hashes=check_logical_hashes,
+        max_problems=max_problems,
+        require_head=require_head,
+        pending_age_s=pending_age_s,
+        now=now,
+        workers=workers,
+    )
+    return report
+
+
+def verify_datasets(
+    datasets: Sequence[Dataset],
+    *,
+    check_objects: bool = True,
+    check_logical_hashes: bool = True,
+    max_problems: int = DEFAULT_MAX_PROBLEMS,
+    require_head: bool = False,
+    pending_age_s: float = DEFAULT_STALE_PENDING_AGE_S,
+    now: float | None = None,
+    workers: int | None = None,
+) -> list[VerifyReport]:
+    """`verify_integrity` of each dataset, their objects checked on one pool of threads.
+
+    A workspace of many small datasets keeps every core busy too (each dataset on its
+    own pool would check a one-slice dataset on one thread). The arguments are those of
+    `verify_integrity` and apply to every dataset; ``max_problems`` is per dataset.
+
+    Returns:
+        One report per dataset, in order, each the one `verify_integrity` gives.
+    """
+    checks: list[_Check] = []
+    jobs: list[tuple[_Check, _Job]] = []
+    for ds in datasets:
+        check = _Check(ds, max_problems, require_head, pending_age_s, now, check_objects)
+        checks.append(check)
+        jobs += [(check, job) for job in check.object_jobs(check_logical_hashes)]
+    results = _run_jobs([job for _check, job in jobs], workers)
+    for (check, _job), problems in zip(jobs, results, strict=True):
+        for problem in problems:
+            check.out.add(problem)
+    for check in checks:
+        if check.sound is not None:
+            check.sound.save()
+    return [check.report() for check in checks]
+
+
+class _Check:
+    """One dataset's verification: blocks and chain rules checked on construction
+    (this thread), object problems added by `verify_datasets`, then `report`."""
+
+    def __init__(
+        self,
+        dataset: Dataset,
+        max_problems: int,
+        require_head: bool,
+        pending_age_s: float,
+        now: float | None,
+        check_objects: bool,
+    ) -> None:
+        self.dataset = dataset
+        self.out = _Collector(max_problems)
+        self.warnings = _temp_warnings(dataset, pending_age_s, now)
+        self.head: Multihash | None = None
+        self.blocks: list[tuple[Multihash, MetadataBlock]] = []
+        self.state: ChainState | None = None
+        self.blocks_checked = 0
+        self.objects = 0
+        self.sound: _SoundSlices | None = None
+        self.objects_to_check = self._check_chain(require_head) and check_objects
+        self.offset_column = next(
+            (
+                b.event.offset_column
+                for _h, b in self.blocks
+                if isinstance(b.event, SetVocab) and b.event.offset_column
+            ),
+            "offset",
+        )
+
+    def object_jobs(self, check_logical_hashes: bool) -> list[_Job]:
+        """The checks of the objects the chain names (none if none is to be checked).
+
+        The decoded blocks are let go: the jobs keep only what they check, so several
+        datasets verified together hold one dataset's blocks at a time, as one does.
+        """
+        if not self.objects_to_check:
+            return []
+        self.sound = _SoundSlices(_sound_slices_path(self.dataset))
+        jobs = _object_jobs(
+            self.dataset, self.blocks, self.offset_column, check_logical_hashes, self.sound
+        )
+        self.objects = len(jobs)
+        self.blocks = []
+        return jobs
+
+    def report(self) -> VerifyReport:
+        """The report of everything found so far."""
+        problems = tuple(self.out.problems)
+        if self.head is None:
+            return VerifyReport(None, 0, 0, problems, warnings=self.warnings)
+        return VerifyReport(
+            self.head, self.blocks_checked, self.objects, problems, self.state, self.warnings
+        )
+
+    def _check_chain(self, require_head: bool) -> bool:
+        """Read the head, walk and validate the chain; False: no object to check."""
+        dataset, out = self.dataset, self.out
         try:
-            stored = sum(1 for _ in dataset.layout.blocks.iter_hashes())
+            head = dataset.head()
+        except StorageError as e:
+            out.add(VerifyProblem(ProblemKind.HEAD_INVALID, f"refs/head: {e}"))
+            return False
         except OSError as e:
-            out.add(VerifyProblem(ProblemKind.UNREADABLE, f"blocks/: {_os_error(e)}"))
+            out.add(VerifyProblem(ProblemKind.UNREADABLE, f"refs/head: {_os_error(e)}"))
+            return False
+        if head is None:
+            self._no_head(require_head)
+            return False
+        self.head = head
+        self.blocks, complete = _walk(dataset, head, out)
+        self.blocks_checked = len(self.blocks)
+        if complete:
+            self.state = _replay(self.blocks, out)
+        return True
+
+    def _no_head(self, require_head: bool) -> None:
+        try:
+            stored = sum(1 for _ in self.dataset.layout.blocks.iter_hashes())
+        except OSError as e:
+            self.out.add(VerifyProblem(ProblemKind.UNREADABLE, f"blocks/: {_os_error(e)}"))
             stored = 0
         if stored or require_head:
-            out.add(
+            self.out.add(
                 VerifyProblem(
                     ProblemKind.HEAD_MISSING,
                     f"refs/head is missing but {stored} block(s) are stored: the chain's head "
@@ -677,42 +795,25 @@ def verify_integrity(
                     else "refs/head is missing (a registered dataset always has a Seed block)",
                 )
             )
-        return VerifyReport(None, 0, 0, tuple(out.problems), warnings=warnings)
-    newest_first, complete = _walk(dataset, head, out)
+
+
+def _replay(
+    newest_first: list[tuple[Multihash, MetadataBlock]], out: _Collector
+) -> ChainState | None:
+    """The chain state at the head, or None after adding the first broken rule."""
     state: ChainState | None = None
-    if complete:
-        for h, block in reversed(newest_first):
-            try:
-                state = validate_append(state, block, h)
-            except InvalidAppend as e:
-                out.add(
-                    VerifyProblem(
-                        ProblemKind.CHAIN_RULE,
-                        f"block {h} (#{block.sequence_number}): {e}",
-                        h,
-                        block.sequence_number,
-                        rule=e.rule if isinstance(e, ChainRuleViolation) else None,
-                    )
+    for h, block in reversed(newest_first):
+        try:
+            state = validate_append(state, block, h)
+        except InvalidAppend as e:
+            out.add(
+                VerifyProblem(
+                    ProblemKind.CHAIN_RULE,
+                    f"block {h} (#{block.sequence_number}): {e}",
+                    h,
+                    block.sequence_number,
+                    rule=e.rule if isinstance(e, ChainRuleViolation) else None,
                 )
-                state = None
-                break  # later rules depend on a state we no longer have
-    objects = 0
-    offset_column = next(
-        (
-            b.event.offset_column
-            for _h, b in newest_first
-            if isinstance(b.event, SetVocab) and b.event.offset_column
-        ),
-        "offset",
-    )
-    if check_objects:
-        sound = _SoundSlices(_sound_slices_path(dataset))
-        jobs = _object_jobs(dataset, newest_first, offset_column, check_logical_hashes, sound)
-        objects = len(jobs)
-        for problems in _run_jobs(jobs, workers):
-            for problem in problems:
-                out.add(problem)
-        sound.save()
-    return VerifyReport(
-        head, len(newest_first), objects, tuple(out.problems), state, warnings=warnings
-    )
+            )
+            return None  # later rules depend on a state we no longer have
+    return state

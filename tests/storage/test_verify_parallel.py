@@ -132,3 +132,72 @@ def test_damaged_sound_record_is_ignored(root: RootWriter, monkeypatch: pytest.M
     assert verify_integrity(ds).ok
     assert len(calls) == 8  # recomputed, then remembered again
     assert verify_integrity(ds).ok and len(calls) == 8
+
+
+# -- several datasets on one pool (verify_datasets) ---------------------------------------------
+
+
+@pytest.fixture
+def small_roots(tmp_path: Path) -> list[RootWriter]:
+    """Three one-slice datasets (and one that has only its Seed) in one workspace."""
+    ws = Workspace.init(tmp_path / "many")
+    slices = tmp_path / "many-slices"
+    slices.mkdir()
+    writers = []
+    for name in ("a", "b", "c", "empty"):
+        ws.add_snapshot(DatasetSnapshot(name=name, kind=DatasetKind.Root, metadata=()))
+        w = RootWriter(ws, name, slices)
+        if name != "empty":
+            w.append([(f"{name}-{j}", j) for j in range(3)])
+        writers.append(w)
+    return writers
+
+
+def test_verify_datasets_gives_each_dataset_its_own_report(small_roots: list[RootWriter]) -> None:
+    from storage.verify import verify_datasets
+
+    datasets = [w.ds for w in small_roots]
+    _flip(verified_slice_paths(datasets[1])[0], 30)
+    expected = [verify_integrity(ds, workers=1) for ds in datasets]
+    for workers in (1, 2, 8):
+        assert verify_datasets(datasets, workers=workers) == expected
+    assert [r.ok for r in expected] == [True, False, True, True]
+    assert [r.objects_checked for r in expected] == [1, 1, 1, 0]
+    assert verify_datasets([]) == []
+
+
+def test_verify_datasets_problem_limit_is_per_dataset(small_roots: list[RootWriter]) -> None:
+    from storage.verify import verify_datasets
+
+    for w in small_roots[:2]:
+        w.append([("more", 1)])
+    datasets = [w.ds for w in small_roots[:2]]
+    for ds in datasets:
+        for path in verified_slice_paths(ds):
+            path.unlink()
+    reports = verify_datasets(datasets, max_problems=1)
+    assert [[p.kind for p in r.problems] for r in reports] == [[ProblemKind.DATA_MISSING]] * 2
+    assert [r.problems[0].sequence_number for r in reports] == [2, 2]  # the oldest slice
+    assert [len(r.problems) for r in verify_datasets(datasets)] == [2, 2]
+
+
+def test_one_slice_datasets_are_checked_at_the_same_time(
+    small_roots: list[RootWriter], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each of two one-slice datasets waits for the other's check to start: on one pool
+    both run at once; dataset after dataset, the barrier would break."""
+    import threading
+
+    import storage.verify as verify
+
+    barrier = threading.Barrier(2, timeout=30)
+    real = verify._logical_hash
+
+    def meet(source: Any, observe: Any) -> Any:
+        barrier.wait()
+        return real(source, observe)
+
+    monkeypatch.setattr(verify, "_logical_hash", meet)
+    reports = verify.verify_datasets([w.ds for w in small_roots[:2]], workers=2)
+    assert [r.ok for r in reports] == [True, True]
+    assert not barrier.broken
