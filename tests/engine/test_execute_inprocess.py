@@ -17,6 +17,8 @@ the JVM starts once, and a child opens its own py4j connections.
 from __future__ import annotations
 
 import collections
+import dataclasses
+import datetime as dt
 import os
 import threading
 from collections.abc import Iterator
@@ -25,9 +27,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
-from engine.inputs import PARALLEL_MIN_BYTES_CONF
+from engine.inputs import PARALLEL_MIN_BYTES_CONF, InputPlan, SlicePlan
 from engine.streaming import execute
 from engine.transform import TransformResult, execute_transform
 from fbs.model.engine import TransformRequest
@@ -37,7 +40,8 @@ from fbs.model.engine import TransformRequest
 # test that reaches the mutated function, so their time is the run's time: the top-N and
 # OVER queries (changelog mode again), the step re-run and the rewrite's window-after-key
 # test are left out.
-from tests.engine.streaming_helpers import fold
+from tests.engine.helpers import make_input, write_input, write_schema
+from tests.engine.streaming_helpers import InputStream, StreamRunner, counter_of, fold
 from tests.engine.test_streaming import (  # noqa: F401
     EVENTS,
     ORDERS,
@@ -228,3 +232,60 @@ def test_one_split_folds_to_the_batch_answer(
     assert fold(runner.outputs) == reference({a: rows for a, (_, rows) in data.items()})
     if append_only:
         assert all(set(t.column("op").to_pylist()) <= {0} for t in per_run)
+
+
+# -- rules of the executor's Spark paths, called directly --------------------------------------
+
+
+def _slice(tmp: Path, name: str, start: int, n: int) -> Path:
+    path = tmp / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_input(path, start_offset=start, cities=["c"] * n, populations=list(range(n)))
+    return path
+
+
+def test_one_scan_reads_retained_rows_and_unfiltered_slices_together(tmp_path: Path) -> None:
+    """A parallel view is ONE scan of the retained rows and the new slices when no slice
+    needs the offset filter and the retained rows have the input's columns; any other
+    input is read the ordinary way (None)."""
+    session = process_session()
+    retained = _slice(tmp_path, "retained/part-0.parquet", 0, 3)
+    new = _slice(tmp_path, "new.parquet", 3, 2)
+    schema = tmp_path / "schema.parquet"
+    write_schema(schema, pq.read_table(new))
+    inp = make_input(seed=b"one", alias="ev", paths=[new], schema_file=schema, interval=(3, 4))
+    plan = InputPlan(slices=(SlicePlan(str(new), False),), total_bytes=1)
+    df = execute._one_scan(session, inp, plan, [retained])
+    assert df is not None
+    assert sorted(r["offset"] for r in df.collect()) == [0, 1, 2, 3, 4]
+    # Each condition alone sends the input the ordinary way.
+    filtered = InputPlan(slices=(SlicePlan(str(new), True),), total_bytes=1)
+    no_schema = dataclasses.replace(inp, schema_file=str(tmp_path / "missing.parquet"))
+    other = _slice(tmp_path, "other/part-0.parquet", 0, 1)
+    pq.write_table(pq.read_table(other).drop(["city"]), other)
+    for args in (
+        (inp, plan, []),
+        (inp, InputPlan(slices=(), total_bytes=0), [retained]),
+        (dataclasses.replace(inp, offset_interval=None), plan, [retained]),
+        (inp, filtered, [retained]),
+        (no_schema, plan, [retained]),
+        (dataclasses.replace(inp, schema_file=None), plan, [retained]),
+        (inp, plan, [other]),
+    ):
+        assert execute._one_scan(session, *args) is None, args
+
+
+def test_a_null_op_is_an_append_when_an_input_is_folded(
+    engine: InProcessEngine, tmp_path: Path
+) -> None:
+    """Folding an input changelog (it holds a retraction) removes rows for ``op`` 1 and 2
+    only: a row whose ``op`` is NULL is kept, as an append."""
+    query = "SELECT max(event_time) AS event_time, k, count(*) AS n FROM ev GROUP BY k"
+    ev = InputStream("ev", EVENTS, tmp_path / "in")
+    runner = StreamRunner(engine, [ev], [(None, query)], tmp_path / "out")
+    t0 = dt.datetime(2020, 1, 1, tzinfo=dt.UTC)
+    a = {"event_time": t0, "k": "a", "v": 1}
+    b = {"event_time": t0, "k": "b", "v": 2, "op": None}
+    ev.append([a, b, {**a, "op": 1}])
+    runner.run()
+    assert fold(runner.outputs) == counter_of([(t0, "b", 1)])
