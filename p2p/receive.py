@@ -17,7 +17,9 @@ these steps, in this order:
 4. **Commit** (`commit_received`): the head record (if any) is accepted into the
    `HeadStore`, then the raw blocks are appended and the head moves once, by
    compare-and-swap; a dataset the workspace did not have is assembled in
-   ``staging/`` and installed whole (`storage.staging`).
+   ``staging/`` and installed whole (`storage.staging`). A pull may write the checked
+   blocks' files ahead, in quarantine, while its objects download (`PendingBlocks`):
+   the commit then only names them (one flush) before the head moves.
 
 Nothing unverified is ever visible under an object name, and the head never points
 at a block whose objects are missing. The callers (`p2p.sync.pull_dataset`,
@@ -47,6 +49,7 @@ from p2p.head_store import HeadStore
 from storage.chain import ChainState, validate_append
 from storage.dataset import Dataset
 from storage.errors import InvalidAppend, ObjectNotFound, StorageError
+from storage.fsutil import pending_name
 from storage.layout import DatasetLayout
 from storage.object_store import MAX_BLOCK_SIZE, DiskObjectStore
 from storage.staging import install_staged
@@ -58,6 +61,7 @@ __all__ = [
     "CheckedObjects",
     "ObjectJob",
     "ObjectKind",
+    "PendingBlocks",
     "ReceivedBlock",
     "accept_head_record",
     "accept_object",
@@ -320,6 +324,66 @@ def _discard(paths: Iterable[Path]) -> None:
 # -- 4. commit --------------------------------------------------------------------------------
 
 
+class PendingBlocks:
+    """Checked blocks written to quarantine files of a block store before the commit.
+
+    Creating a file is the costliest step of committing a long chain (thousands of
+    them), and it needs nothing the object downloads bring: a pull writes the blocks'
+    files (`write`, on a worker thread) while its objects download, and
+    `commit_received` names them all with one flush (`DiskObjectStore.adopt_many`)
+    before the head moves; the append then finds every block stored. Until then they
+    are ``.pending-*`` files no reader sees. Only blocks that `receive_block` hashed
+    and decoded and `validate_chain` accepted belong here.
+    """
+
+    def __init__(self, store: DiskObjectStore, blocks: Sequence[ReceivedBlock]) -> None:
+        self.store = store
+        self._blocks = list(blocks)
+        self._written: list[tuple[Multihash, Path, bytes]] = []
+        self._lock = threading.Lock()
+
+    def write(self) -> None:
+        """Write every block's bytes to a new quarantine file (no flush: the commit's).
+
+        Raises:
+            OSError: a file cannot be written (what was written stays listed for
+                `discard`).
+        """
+        self.store.quarantine_path()  # creates the store's directory
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+        for b in self._blocks:
+            path = self.store.root / pending_name()
+            fd = os.open(path, flags, 0o600)
+            with self._lock:
+                self._written.append((b.hash, path, b.hash.digest))
+            try:
+                view = memoryview(b.raw)
+                while view:
+                    view = view[os.write(fd, view) :]
+            finally:
+                os.close(fd)
+
+    def adopt(self) -> None:
+        """Name every block written, durably; on a failure the files are removed.
+
+        Raises:
+            OSError / StorageError: see `DiskObjectStore.adopt_many`.
+        """
+        with self._lock:
+            items, self._written = self._written, []
+        try:
+            self.store.adopt_many(items)
+        except BaseException:
+            _discard(path for _h, path, _d in items)
+            raise
+
+    def discard(self) -> None:
+        """Remove every file written and not named (a failed pull)."""
+        with self._lock:
+            items, self._written = self._written, []
+        _discard(path for _h, path, _d in items)
+
+
 def accept_head_record(
     head_store: HeadStore,
     record: HeadRecord,
@@ -352,18 +416,27 @@ def commit_received(
     staged: Dataset | None = None,
     alias: str = "",
     dataset_id: DatasetId | None = None,
+    pending: PendingBlocks | None = None,
 ) -> None:
     """Append verified blocks to ``local``, or install the staging dataset ``staged``.
 
     Exactly one of ``local`` and ``staged`` is given; a staged dataset is installed
     under ``alias`` as ``dataset_id``. Every object the blocks name is stored already.
+    ``pending``: these blocks, written ahead into the target's block store; they are
+    named first (the append checks, hashes and validates every block all the same).
 
     Raises:
         RefCASFailed: the local head moved meanwhile (nothing was appended).
         DatasetExists / InvalidAlias: see `storage.staging.install_staged`.
+        ValueError: ``pending`` is not the block store of the target.
     """
     raws = [b.raw for b in blocks]
     decoded = [b.block for b in blocks]  # decoded once, by `receive_block`
+    if pending is not None:
+        target = local if local is not None else staged
+        if target is None or pending.store.root != target.layout.blocks.root:
+            raise ValueError("pending blocks must be written to the target's block store")
+        pending.adopt()
     if local is not None:
         local.append_blocks_bytes(raws, decoded=decoded)
         return

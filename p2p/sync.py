@@ -24,7 +24,9 @@ decides where the bytes come from:
    serves wrong bytes is dropped, one that fails or stalls gets strikes
    (`MAX_SOURCE_STRIKES`), and the object is fetched from another.
 5. **Commit.** The head record (if any) is accepted into the `HeadStore`, then the
-   raw block bytes are appended and the head moves once, by compare-and-swap.
+   raw block bytes are appended and the head moves once, by compare-and-swap. The
+   blocks' files are written (in quarantine, `p2p.receive.PendingBlocks`) while the
+   objects download, so the commit only names them.
 
 A new dataset is assembled in ``.odf/staging/pull-<did>/`` and installed into
 ``datasets/`` when complete (`storage.staging`). Interrupted pulls resume: objects
@@ -38,7 +40,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final, Protocol
@@ -60,6 +62,7 @@ from p2p.receive import (
     CheckedObjects,
     ObjectJob,
     ObjectKind,
+    PendingBlocks,
     ReceivedBlock,
     accept_head_record,
     check_object,
@@ -576,9 +579,11 @@ async def _receive_update(
     """Objects into the local dataset, then the record, then the blocks."""
     ds = new.local.ds
     assert ds is not None
-    await _fetch_objects(ds.layout, new.blocks, sources, result, say)
-    _accept(new, store, result)
-    await asyncio.to_thread(commit_received, ws, new.blocks, local=ds)
+    async with _blocks_written_meanwhile(ds.layout, new.blocks) as pending:
+        await _fetch_objects(ds.layout, new.blocks, sources, result, say)
+        await pending.written
+        _accept(new, store, result)
+        await asyncio.to_thread(commit_received, ws, new.blocks, local=ds, pending=pending.blocks)
 
 
 async def _receive_clone(
@@ -604,25 +609,53 @@ async def _receive_clone(
             # clone) installed it while we waited for the lock: nothing left to do.
             return
         staged = await asyncio.to_thread(open_staging, ws, name)
-        await _fetch_objects(staged.layout, new.blocks, sources, result, say)
-        _accept(new, store, result)
-        try:
-            await asyncio.to_thread(
-                commit_received,
-                ws,
-                new.blocks,
-                local=None,
-                staged=staged,
-                alias=result.alias,
-                dataset_id=did,
-            )
-        except DatasetExists:
-            # Another pull of the same dataset (e.g. the node's resume of a half-pulled
-            # clone) finished first; fine if it reached the same verified head.
-            if not await asyncio.to_thread(_has_head, ws, did, new.state.head):
-                raise
+        async with _blocks_written_meanwhile(staged.layout, new.blocks) as pending:
+            await _fetch_objects(staged.layout, new.blocks, sources, result, say)
+            await pending.written
+            _accept(new, store, result)
+            try:
+                await asyncio.to_thread(
+                    commit_received,
+                    ws,
+                    new.blocks,
+                    local=None,
+                    staged=staged,
+                    alias=result.alias,
+                    dataset_id=did,
+                    pending=pending.blocks,
+                )
+            except DatasetExists:
+                # Another pull of the same dataset (e.g. the node's resume of a half-pulled
+                # clone) finished first; fine if it reached the same verified head.
+                if not await asyncio.to_thread(_has_head, ws, did, new.state.head):
+                    raise
     finally:
         lock.release()
+
+
+@dataclass(frozen=True, slots=True)
+class _Ahead:
+    """Blocks being written ahead (`PendingBlocks`) and the task writing them."""
+
+    blocks: PendingBlocks
+    written: asyncio.Future[None]
+
+
+@contextlib.asynccontextmanager
+async def _blocks_written_meanwhile(
+    layout: DatasetLayout, blocks: Sequence[ReceivedBlock]
+) -> AsyncIterator[_Ahead]:
+    """Write the checked ``blocks``' files (in quarantine) while the body downloads the
+    objects, so the commit only names them; whatever it did not name is removed."""
+    pending = PendingBlocks(layout.blocks, blocks)
+    ahead = _Ahead(pending, asyncio.ensure_future(asyncio.to_thread(pending.write)))
+    try:
+        yield ahead
+    finally:
+        # The thread cannot be interrupted: let it finish before its files are removed.
+        with contextlib.suppress(BaseException):
+            await asyncio.shield(ahead.written)
+        await asyncio.to_thread(pending.discard)
 
 
 def _accept(new: _Received, store: HeadStore, result: PullResult) -> None:

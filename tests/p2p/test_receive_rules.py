@@ -24,6 +24,7 @@ from p2p.receive import (
     ChainRuleBroken,
     CheckedObjects,
     ObjectJob,
+    PendingBlocks,
     ReceivedBlock,
     accept_head_record,
     accept_object,
@@ -548,3 +549,93 @@ def test_commit_does_not_decode_the_received_blocks_again(
     committing.clear()
     assert decoded_again == []
     assert local.head() == src.head()
+
+
+# -- 4. commit: blocks written ahead ----------------------------------------------------------
+
+
+def _pending_files(store: DiskObjectStore) -> list[Path]:
+    return sorted(p for p in store.root.iterdir() if p.name.startswith(".pending-"))
+
+
+def test_blocks_written_ahead_are_quarantine_files_holding_each_blocks_bytes(
+    ws: Workspace, tmp_path: Path
+) -> None:
+    blocks = _chain(ws.get("prices"))
+    store = DiskObjectStore(tmp_path / "blocks")
+    pending = PendingBlocks(store, blocks)
+    pending.write()
+    files = _pending_files(store)
+    assert len(files) == len(blocks) and sorted(store.iter_hashes()) == []
+    assert sorted(f.read_bytes() for f in files) == sorted(b.raw for b in blocks)
+    pending.adopt()
+    assert _pending_files(store) == []
+    assert sorted(store.iter_hashes()) == sorted(b.hash for b in blocks)
+    assert all(store.get(b.hash) == b.raw for b in blocks)
+
+
+def test_blocks_written_ahead_and_discarded_leave_nothing(ws: Workspace, tmp_path: Path) -> None:
+    blocks = _chain(ws.get("prices"))
+    store = DiskObjectStore(tmp_path / "blocks")
+    pending = PendingBlocks(store, blocks)
+    pending.write()
+    pending.discard()
+    assert list(store.root.iterdir()) == []
+    pending.adopt()  # nothing left to name
+    assert list(store.root.iterdir()) == []
+
+
+def test_commit_names_blocks_written_ahead_then_appends_them(ws: Workspace, tmp_path: Path) -> None:
+    src = ws.get("prices")
+    old = _chain(src)
+    dst = new_workspace(tmp_path / "dst")
+    with staging_lock(dst, "test-clone"):
+        staged = open_staging(dst, "test-clone")
+        _store_objects(staged.layout, src, old)
+        pending = PendingBlocks(staged.layout.blocks, old)
+        pending.write()
+        commit_received(
+            dst, old, local=None, staged=staged, alias="copy", dataset_id=_did(src), pending=pending
+        )
+    local = dst.get("copy")
+    assert local.head() == src.head() and _pending_files(local.layout.blocks) == []
+    add_slices(src, tmp_path / "more", 2)
+    new = _chain(src)[len(old) :]
+    _store_objects(local.layout, src, new)
+    pending = PendingBlocks(local.layout.blocks, new)
+    pending.write()
+    commit_received(dst, new, local=local, pending=pending)
+    assert local.head() == src.head() and _pending_files(local.layout.blocks) == []
+    assert [h for h, _r, _b in local.iter_blocks()] == [h for h, _r, _b in src.iter_blocks()]
+
+
+def test_blocks_written_ahead_must_be_in_the_targets_block_store(
+    ws: Workspace, tmp_path: Path
+) -> None:
+    src = ws.get("prices")
+    old = _chain(src)
+    local = _clone(new_workspace(tmp_path / "dst"), src, old)
+    add_slices(src, tmp_path / "more", 1)
+    new = _chain(src)[len(old) :]
+    _store_objects(local.layout, src, new)
+    elsewhere = PendingBlocks(local.layout.data, new)
+    elsewhere.write()
+    with pytest.raises(ValueError, match="target's block store"):
+        commit_received(Workspace(tmp_path / "dst"), new, local=local, pending=elsewhere)
+    assert local.head() == _chain(src)[len(old) - 1].hash
+    elsewhere.discard()
+
+
+def test_commit_still_refuses_a_broken_chain_written_ahead(ws: Workspace, tmp_path: Path) -> None:
+    # Writing ahead skips no check: the append validates the chain on top of the head.
+    src = ws.get("prices")
+    old = _chain(src)
+    local = _clone(new_workspace(tmp_path / "dst"), src, old)
+    add_slices(src, tmp_path / "more", 2)
+    new = _chain(src)[len(old) :]
+    _store_objects(local.layout, src, new)
+    pending = PendingBlocks(local.layout.blocks, new[1:])
+    pending.write()
+    with pytest.raises(InvalidAppend):
+        commit_received(Workspace(tmp_path / "dst"), new[1:], local=local, pending=pending)
+    assert local.head() == old[-1].hash

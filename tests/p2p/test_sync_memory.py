@@ -86,6 +86,8 @@ def assert_nothing_visible(p: Pair, head_before: Multihash | None) -> None:
         return
     copy = p.dst.get("prices")
     assert copy.head() == head_before
+    # No block of the refused chain was named (they are written ahead in quarantine only).
+    assert set(copy.layout.blocks.iter_hashes()) == {h for h, _r, _b in copy.iter_blocks()}
     for store in (copy.layout.data, copy.layout.checkpoints):
         for h in store.iter_hashes():
             store.check(h)  # raises if the bytes do not hash to the name
