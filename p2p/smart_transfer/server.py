@@ -7,7 +7,10 @@ like the simple protocol; push changes state, so the node's access checks want i
 bearer token before the upgrade (`node.http_auth`), as for ``PUT`` and ``POST push``.
 
 Pull serves the requested interval of the chain as one gzip-tar batch and objects as
-``HttpDownload`` URLs of this node's own ``data/`` and ``checkpoints/`` routes.
+``HttpDownload`` URLs of this node's own ``data/`` and ``checkpoints/`` routes. The plan
+and the batch message of an interval are kept for the next client that asks for it
+(`p2p.smart_transfer.plan_cache`: blocks never change under their hash; answers for a
+dataset's older heads are dropped when its head moves).
 
 Push takes the new blocks as one batch and checks them at once by the receive path
 (`p2p.receive`: each block hashed before it is parsed and compared with the name it came
@@ -83,6 +86,7 @@ from p2p.smart_transfer.messages import (
     unpack_blocks,
 )
 from p2p.smart_transfer.plan import transfer_plan
+from p2p.smart_transfer.plan_cache import PLAN_CACHE, CachedPull, PullKey
 from storage.chain import ChainState
 from storage.dataset import Dataset
 from storage.errors import (
@@ -293,24 +297,78 @@ def _interval(ds: Dataset, req: PullRequest) -> _Interval | None:
     return _Interval([(hh, r) for hh, r, _b in found], plan)
 
 
-async def _pull_flow(request: web.Request, ws: web.WebSocketResponse, ds: Dataset) -> None:
-    req = PullRequest.from_doc(await _expect(ws, "Pull", "InitialRequest"))
+def _read_interval(ds: Dataset, req: PullRequest) -> _Interval | None:
+    """`_interval`, its failures as the pull's refusals.
+
+    Raises:
+        _InvalidInterval: see `_interval`.
+        _Abort: the stored chain cannot be read.
+    """
     try:
-        interval = await asyncio.to_thread(_interval, ds, req)
-    except _InvalidInterval as e:
-        fields = {"head": e.head.to_multibase(), "tail": e.tail.to_multibase()}
-        await _send(ws, ErrorReply("InvalidInterval", fields).to_doc())
-        return
+        return _interval(ds, req)
     except (StorageError, MalformedBlock) as e:
         log.error("smart pull: reading the chain: %s", e)
         raise _Abort(internal_error("Pull", "InitialRequest", "stored chain is damaged")) from None
+
+
+def _message(interval: _Interval) -> str:
+    """The ``DatasetMetadataPullResponse`` text of ``interval``."""
+    return dumps(PullMetadataResponse(pack_blocks(interval.blocks)).to_doc())
+
+
+def _pull_key(ds: Dataset, req: PullRequest) -> PullKey | None:
+    """The cache key of ``req`` (``None``: the dataset has no head); answers of the
+    dataset's older heads are dropped."""
+    head = ds.head()
+    if head is None:
+        return None
+    PLAN_CACHE.forget_other_heads(str(ds.layout.root), head)
+    return PullKey(
+        str(ds.layout.root), req.stop_at or head, req.begin_after, req.force_update_if_diverged
+    )
+
+
+async def _reread_interval(ds: Dataset, req: PullRequest) -> _Interval:
+    """The blocks of an interval whose plan was kept (read for the first batch asked).
+
+    Raises:
+        _Abort: the chain is no longer there as it was.
+    """
+    try:
+        interval = await asyncio.to_thread(_read_interval, ds, req)
+    except _InvalidInterval:
+        interval = None
     if interval is None:
-        raise _Abort(internal_error("Pull", "InitialRequest", "dataset has no head"))
-    await _send(ws, ok({"transfer_plan": interval.plan.to_doc()}))
+        raise _Abort(internal_error("Pull", "MetadataRequest", "the chain changed meanwhile"))
+    return interval
+
+
+async def _pull_flow(request: web.Request, ws: web.WebSocketResponse, ds: Dataset) -> None:
+    req = PullRequest.from_doc(await _expect(ws, "Pull", "InitialRequest"))
+    key = await asyncio.to_thread(_pull_key, ds, req)
+    cached = PLAN_CACHE.get(key) if key is not None else None
+    interval: _Interval | None = None
+    if cached is None:
+        try:
+            interval = await asyncio.to_thread(_read_interval, ds, req)
+        except _InvalidInterval as e:
+            fields = {"head": e.head.to_multibase(), "tail": e.tail.to_multibase()}
+            await _send(ws, ErrorReply("InvalidInterval", fields).to_doc())
+            return
+        if interval is None or key is None:
+            raise _Abort(internal_error("Pull", "InitialRequest", "dataset has no head"))
+        cached = CachedPull(interval.plan)
+        PLAN_CACHE.put(key, cached)
+    await _send(ws, ok({"transfer_plan": cached.plan.to_doc()}))
     if await _receive(ws) is None:
         return  # nothing to transfer: the client closes after the plan
-    batch = await asyncio.to_thread(pack_blocks, interval.blocks)
-    text = await asyncio.to_thread(dumps, PullMetadataResponse(batch).to_doc())
+    text = cached.message
+    if text is None:
+        if interval is None:  # the plan was kept, not the blocks: read them again
+            interval = await _reread_interval(ds, req)
+        text = await asyncio.to_thread(_message, interval)
+        if key is not None:
+            PLAN_CACHE.put(key, CachedPull(cached.plan, text))
     await ws.send_str(text)
     base = _base_url(request)
     while (doc := await _receive(ws)) is not None:
