@@ -113,10 +113,12 @@ def _summary(result: IngestResult, verb: str) -> None:
 
 @_guard
 def cmd_ingest(args: argparse.Namespace) -> int:
+    from node.ingest.memory import use_ingest_memory_pool
     from node.ingest.pipeline import ingest
 
     if bool(args.files) == bool(args.stdin):
         raise UsageError("give input files or --stdin (not both)")
+    use_ingest_memory_pool()
     ws = open_workspace(args)
     ds = ws.get(args.dataset)
     source: Any = sys.stdin.buffer if args.stdin else [Path(f) for f in args.files]
@@ -136,8 +138,10 @@ def cmd_ingest(args: argparse.Namespace) -> int:
 
 @_guard
 def cmd_pull(args: argparse.Namespace) -> int:
+    from node.ingest.memory import use_ingest_memory_pool
     from node.ingest.pipeline import pull
 
+    use_ingest_memory_pool()
     ws = open_workspace(args)
     code = EXIT_OK
     for ref in args.dataset:
