@@ -27,6 +27,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEFAULT_DRIVER_MEMORY",
+    "DEFAULT_JIT_THRESHOLD_SCALING",
     "DEFAULT_MASTER",
     "DEFAULT_SHUFFLE_PARTITIONS",
     "ENGINE_NAME",
@@ -45,6 +46,19 @@ DEFAULT_MASTER: Final = "local[*]"
 DEFAULT_DRIVER_MEMORY: Final = "1g"
 #: Shuffle partitions: ODF transforms usually see small slices of new data.
 DEFAULT_SHUFFLE_PARTITIONS: Final = 4
+#: The driver JVM's ``-XX:CompileThresholdScaling``: how many times more calls a method
+#: needs before the JIT compiles it. A pull of an ODF transform runs a great deal of
+#: Spark's driver code (analysis, planning, closure cleaning, task serialization) a few
+#: hundred times; with the JVM's defaults every pull pushes a new batch of those methods
+#: over a threshold, and compiling them cost more CPU than any other part of a 1M-row
+#: window pull (0.6-0.9 CPU s of 1.3-1.7 per pull after 10 pulls, measured per thread).
+#: Scaled thresholds leave that code interpreted or in C1 a while longer; hot loops
+#: (Parquet decoding, generated code) cross any threshold within one task.
+#: `scripts/bench/streaming.py --jit-scaling` compares values.
+DEFAULT_JIT_THRESHOLD_SCALING: Final = 10.0
+#: Accepted range of the scaling (the JVM takes 0 as "never compile").
+MIN_JIT_THRESHOLD_SCALING: Final = 0.01
+MAX_JIT_THRESHOLD_SCALING: Final = 1000.0
 #: Longest accepted master URL / config value (defence against odd CLI input).
 MAX_SETTING_LEN: Final = 1024
 
@@ -93,6 +107,8 @@ class SparkSettings:
         shuffle_partitions: ``spark.sql.shuffle.partitions``.
         driver_host: address the driver binds to and advertises (loopback by default;
             set a reachable address when executors run on other machines).
+        jit_threshold_scaling: the driver JVM's JIT threshold scaling (see
+            `DEFAULT_JIT_THRESHOLD_SCALING`; 1.0: the JVM's defaults).
         extra_conf: further ``spark.*`` settings, applied last.
     """
 
@@ -100,6 +116,7 @@ class SparkSettings:
     driver_memory: str = DEFAULT_DRIVER_MEMORY
     shuffle_partitions: int = DEFAULT_SHUFFLE_PARTITIONS
     driver_host: str = "127.0.0.1"
+    jit_threshold_scaling: float = DEFAULT_JIT_THRESHOLD_SCALING
     extra_conf: tuple[tuple[str, str], ...] = field(default=())
 
     def __post_init__(self) -> None:
@@ -109,6 +126,9 @@ class SparkSettings:
             raise EngineConfigError(f"invalid driver memory: {self.driver_memory!r}")
         if not (1 <= self.shuffle_partitions <= 10_000):
             raise EngineConfigError(f"shuffle_partitions out of range: {self.shuffle_partitions}")
+        scaling = self.jit_threshold_scaling
+        if not MIN_JIT_THRESHOLD_SCALING <= scaling <= MAX_JIT_THRESHOLD_SCALING:
+            raise EngineConfigError(f"jit_threshold_scaling out of range: {scaling}")
         for key, value in self.extra_conf:
             if not key.startswith("spark.") or len(key) + len(value) > MAX_SETTING_LEN:
                 raise EngineConfigError(f"invalid Spark setting {key!r}")
@@ -133,6 +153,7 @@ class SparkSettings:
         if log_config is not None:
             conf["spark.driver.extraJavaOptions"] = (
                 f"-Dlog4j2.configurationFile=file:{log_config} -XX:+UseSerialGC"
+                f" -XX:CompileThresholdScaling={self.jit_threshold_scaling:g}"
             )
         conf.update(self.extra_conf)
         return conf

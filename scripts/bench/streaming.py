@@ -2,7 +2,7 @@
 
 Usage: .venv/bin/python scripts/bench/streaming.py [--rows 10000000] [--big]
        [--batches 10] [--keys 100] [--rows-per-hour 100000] [--master local[*]]
-       [--driver-memory 1g]
+       [--driver-memory 1g] [--jit-scaling X]
 
 The query (one input, one tumbling window over its event time: the engine's window mode)::
 
@@ -47,6 +47,9 @@ windows that the watermark closed (OK / MISMATCH, exit status 1 on mismatch or w
 retained rows exceed one window's rows). With ``--big`` (or several ``--rows``) every size
 runs in its own process (its own JVM, so memory figures are per size) and a comparison of
 the sizes is printed last: the checkpoint size and memory must not grow with history.
+``--jit-scaling`` sets the driver JVM's JIT threshold scaling (default: the engine's
+`engine.spark.DEFAULT_JIT_THRESHOLD_SCALING`; 1: the JVM's own thresholds), to compare
+values in separate, interleaved invocations.
 """
 
 from __future__ import annotations
@@ -54,6 +57,7 @@ from __future__ import annotations
 import argparse
 import collections
 import contextlib
+import dataclasses
 import functools
 import io
 import json
@@ -302,6 +306,26 @@ class Memory:
             jvm = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
         return jvm + own.user + own.system
 
+    def thread_cpu(self) -> dict[str, float]:
+        """CPU seconds so far of the driver JVM's threads by role (from /proc: the JIT
+        compiler threads are not Java threads, no JVM API reports their CPU), and of
+        this Python process."""
+        out: dict[str, float] = collections.defaultdict(float)
+        tasks = Path(f"/proc/{self.pid}/task") if self.pid else None
+        if tasks is not None and tasks.is_dir():
+            tick = os.sysconf("SC_CLK_TCK")
+            for task in tasks.iterdir():
+                try:
+                    stat = (task / "stat").read_text()
+                except OSError:  # the thread ended
+                    continue
+                name = stat[stat.index("(") + 1 : stat.rindex(")")]
+                fields = stat.rsplit(")", 1)[1].split()
+                out[_thread_role(name)] += (int(fields[11]) + int(fields[12])) / tick
+        own = os.times()
+        out["Python"] = own.user + own.system
+        return dict(out)
+
     def codegen_compiles(self) -> int:
         """Java classes Spark's code generator has compiled (Janino) so far: a query whose
         generated code changes from run to run is compiled, and JIT-compiled, again."""
@@ -323,6 +347,19 @@ class Memory:
         return vals.get("VmRSS", 0), vals.get("VmHWM", 0)
 
 
+def _thread_role(name: str) -> str:
+    """The role of a JVM thread by its (15-character) Linux name."""
+    if "Compiler" in name:
+        return "JIT compiler threads"
+    if name.startswith(("VM Thread", "GC Thread", "VM Periodic")):
+        return "GC + VM threads"
+    if name.startswith("Executor task"):
+        return "Spark tasks"
+    if name.startswith("Thread-"):  # py4j's call threads: planning, scheduling calls
+        return "driver (py4j calls)"
+    return "other JVM threads"
+
+
 @dataclass
 class RunStats:
     seconds: float
@@ -339,6 +376,7 @@ class RunStats:
     spark_jobs: int
     compiles: int
     phases: dict[str, float] = field(default_factory=dict)
+    threads: dict[str, float] = field(default_factory=dict)
 
 
 def checkpoint_contents(path: Path) -> tuple[int, str]:
@@ -387,10 +425,13 @@ def engine_run(
     first_job = last_job_id(spark)
     compiles = memory.codegen_compiles()
     cpu = memory.cpu_seconds()
+    threads = memory.thread_cpu()
     start = time.perf_counter()
     result = execute_transform(spark, make_request(slices, schema, next_offset, prev, work))
     elapsed = time.perf_counter() - start
     cpu = memory.cpu_seconds() - cpu
+    after = memory.thread_cpu()
+    threads = {k: after[k] - threads.get(k, 0.0) for k in after}
     phases = timer.take()
     jobs = last_job_id(spark) - first_job
     compiles = memory.codegen_compiles() - compiles
@@ -420,6 +461,7 @@ def engine_run(
         spark_jobs=jobs,
         compiles=compiles,
         phases=phases,
+        threads=threads,
     )
     return table, stats
 
@@ -521,8 +563,15 @@ def bench(args: argparse.Namespace, rows: int) -> dict[str, Any]:
         warm = write_slices(warm_dir, warm_rows, 2, args.keys, args.rows_per_hour)
 
         start = time.perf_counter()
-        spark = create_session(SparkSettings(master=args.master, driver_memory=args.driver_memory))
-        print(f"SparkSession start-up: {time.perf_counter() - start:.1f} s", flush=True)
+        settings = SparkSettings(master=args.master, driver_memory=args.driver_memory)
+        if args.jit_scaling is not None:
+            settings = dataclasses.replace(settings, jit_threshold_scaling=args.jit_scaling)
+        spark = create_session(settings)
+        print(
+            f"SparkSession start-up: {time.perf_counter() - start:.1f} s (JIT threshold "
+            f"scaling {settings.jit_threshold_scaling:g})",
+            flush=True,
+        )
         try:
             return bench_session(args, spark, slices, schema, warm, tmp, rows)
         finally:
@@ -672,6 +721,7 @@ def bench_session(
         f"{_mb(memory.max_heap())}, JVM RSS {_mb(rss_peak)} (RSS before: {_mb(rss_before)})"
     )
     print_phases(stats, one)
+    print_thread_cpu(stats, one)
     jobs = sum(s.spark_jobs for s in stats) / len(stats)
     print(f"  Spark jobs per incremental run: {jobs:.1f}; one engine run (a): {one.spark_jobs}")
     print(
@@ -724,6 +774,15 @@ def print_phases(stats: list[RunStats], one: RunStats) -> None:
         )
 
 
+def print_thread_cpu(stats: list[RunStats], one: RunStats) -> None:
+    """Where the CPU goes, by thread role: mean over the incremental runs, and (a)."""
+    roles = sorted({r for s in [*stats, one] for r in s.threads})
+    print(f"  CPU by thread:{'':16s} {'incr mean':>10s} {'(a) one run':>12s}")
+    for role in roles:
+        mean = sum(s.threads.get(role, 0.0) for s in stats) / len(stats)
+        print(f"    {role:26s} {mean:8.3f} s {one.threads.get(role, 0.0):10.2f} s")
+
+
 # -- several sizes ----------------------------------------------------------------------------
 
 
@@ -737,6 +796,8 @@ def run_children(args: argparse.Namespace, sizes: list[int]) -> list[dict[str, A
             "--keys", str(args.keys), "--rows-per-hour", str(args.rows_per_hour),
             "--master", args.master, "--driver-memory", args.driver_memory, "--summary",
         ]  # fmt: skip
+        if args.jit_scaling is not None:
+            cmd += ["--jit-scaling", str(args.jit_scaling)]
         summary = None
         with subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True) as proc:
             assert proc.stdout is not None
@@ -796,6 +857,9 @@ def main() -> None:
     ap.add_argument("--rows-per-hour", type=int, default=100_000, help="event-time rate")
     ap.add_argument("--master", default="local[*]")
     ap.add_argument("--driver-memory", default="1g", help="the engine's default heap")
+    ap.add_argument(
+        "--jit-scaling", type=float, help="driver JVM JIT threshold scaling (1: JVM default)"
+    )
     ap.add_argument("--summary", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     sizes = list(args.rows or [10_000_000])

@@ -29,7 +29,7 @@ from engine.errors import (
 )
 from engine.process import free_port, start_engine_process
 from engine.server import EngineServer
-from engine.spark import SparkSettings, engine_identity
+from engine.spark import DEFAULT_JIT_THRESHOLD_SCALING, SparkSettings, engine_identity
 from engine.sql import MAX_QUERY_STEPS, query_steps, quote_identifier
 from engine.transform import compute_watermarks
 from fbs.did import DatasetId
@@ -194,12 +194,24 @@ def test_spark_settings() -> None:
         {"master": "http://x"},
         {"driver_memory": "lots"},
         {"shuffle_partitions": 0},
+        {"jit_threshold_scaling": 0.0},
+        {"jit_threshold_scaling": 1e6},
         {"extra_conf": (("not.spark", "1"),)},
     ]
     for bad in bads:
         with pytest.raises(EngineConfigError):
             SparkSettings(**bad)
     assert engine_identity().startswith("spark (odf-node ")
+
+
+def test_spark_settings_jit_scaling(tmp_path: Path) -> None:
+    """The driver JVM gets the JIT threshold scaling (default and chosen) with its GC."""
+    log = tmp_path / "log4j2.properties"
+    default = SparkSettings().conf(log)["spark.driver.extraJavaOptions"].split()
+    assert "-XX:+UseSerialGC" in default
+    assert f"-XX:CompileThresholdScaling={DEFAULT_JIT_THRESHOLD_SCALING:g}" in default
+    chosen = SparkSettings(jit_threshold_scaling=1.5).conf(log)["spark.driver.extraJavaOptions"]
+    assert "-XX:CompileThresholdScaling=1.5" in chosen.split()
 
 
 # -- client / server / process errors ------------------------------------------------------
