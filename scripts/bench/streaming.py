@@ -41,7 +41,8 @@ every phase (JIT, class loading):
 Prints the ratios baseline/incremental (target >= 0.5 vs the batch job (b)), the CPU
 seconds (driver JVM + Python) of each phase (a figure the other load on a shared machine
 disturbs less than wall time, which it stretches most for the phase with the most sequential
-steps) and verifies
+steps), the incremental runs' CPU by thread role (JIT compiler threads, Spark tasks, driver
+calls, GC, Python: from /proc, per thread) and verifies
 that the concatenated incremental output equals (a)'s output as a multiset, and (b)'s
 windows that the watermark closed (OK / MISMATCH, exit status 1 on mismatch or when the
 retained rows exceed one window's rows). With ``--big`` (or several ``--rows``) every size
