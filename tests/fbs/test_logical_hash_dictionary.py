@@ -219,3 +219,21 @@ def test_dictionary_entries_are_built_once_per_array(monkeypatch: pytest.MonkeyP
     monkeypatch.undo()
     assert lengths == [3]
     assert digest == ref_array_digest(array.dictionary_decode())
+
+
+def test_dictionary_of_nested_lists_counts_depth_from_the_top() -> None:
+    """The values of a dictionary are at the column's own level: 32 list levels pass."""
+    from tests.fbs.test_logical_hash_rules import nested_lists, nested_value
+
+    dtype = nested_lists(32)
+    values = pa.array([nested_value(32), [], nested_value(32)], dtype)  # no null value
+    array = pa.DictionaryArray.from_arrays(pa.array([2, 0, 1, 1], pa.int32()), values)
+    assert digest_of(array, dtype) == ref_array_digest(array.dictionary_decode())
+
+
+def test_all_null_indices_gather_no_payload(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Null rows count no bytes: even a zero limit leaves an all-null chunk whole."""
+    indices = pa.array([None, None, None, None], pa.int32())
+    array = pa.DictionaryArray.from_arrays(indices, pa.array(["abc"]))
+    monkeypatch.setattr(lh, "MAX_CHUNK_BYTES", 0)
+    assert gathered(monkeypatch, array) == [4]

@@ -336,3 +336,22 @@ def test_stream_chunks_refuses_unhashable_arrays_even_empty(
     """The chunker refuses Null and unsupported types itself, before looking at any row."""
     with pytest.raises(UnsupportedDataType, match=message):
         list(lh._stream_chunks(pa.array([], dtype), None, 10))
+
+
+# -- stream buffers -----------------------------------------------------------------------------
+
+
+def test_joined_is_exactly_the_elements_bytes() -> None:
+    """The concatenated stream of a sliced array starts and ends at its own elements."""
+    elements = pa.array([b"ab", b"cde", b"f", b"gh"], pa.large_binary())
+    assert bytes(lh._joined(elements.slice(1, 2))) == b"cdef"
+    assert bytes(lh._joined(elements.slice(0, 1))) == b"ab"
+    assert bytes(lh._joined(elements.slice(3))) == b"gh"
+
+
+def test_null_free_fixed_width_values_are_hashed_in_place() -> None:
+    """Valid fixed-width values are fed straight from the value buffer: no copy."""
+    values = pa.array(range(10), pa.int64()).slice(3, 4)
+    stream = lh._stream_bytes(values, None)
+    assert stream.address == values.buffers()[1].address + 3 * 8
+    assert stream.size == 4 * 8
