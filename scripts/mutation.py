@@ -53,6 +53,7 @@ DEFAULT_TESTS: dict[str, list[str]] = {
     "fbs/logical_hash.py": [
         "tests/fbs/test_logical_hash_rules.py",
         "tests/fbs/test_logical_hash.py",
+        "tests/fbs/test_logical_hash_dictionary.py",
     ],
     "p2p/receive.py": [
         "tests/p2p/test_receive_rules.py",
