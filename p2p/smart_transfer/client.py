@@ -243,11 +243,36 @@ class _Channel:
 # -- downloads and uploads --------------------------------------------------------------------
 
 
-def _write_all(hasher: Any, fd: int, chunk: bytes) -> None:
+_CREATE_FLAGS: Final = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+_APPEND_FLAGS: Final = os.O_WRONLY | os.O_APPEND | getattr(os, "O_NOFOLLOW", 0)
+
+
+def _write_piece(hasher: Any, dest: Path, chunk: bytes, first: bool) -> None:
+    """Hash ``chunk`` and write it to ``dest``: a new file for the first piece, appended
+    after that. The file is opened and closed here, so no descriptor outlives the call
+    (a cancelled download leaves none open)."""
     hasher.update(chunk)
-    view = memoryview(chunk)
-    while view:
-        view = view[os.write(fd, view) :]
+    fd = os.open(dest, _CREATE_FLAGS if first else _APPEND_FLAGS, 0o600)
+    try:
+        view = memoryview(chunk)
+        while view:
+            view = view[os.write(fd, view) :]
+    finally:
+        os.close(fd)
+
+
+async def _off_loop(hasher: Any, dest: Path, chunk: bytes, first: bool) -> None:
+    """`_write_piece` on a worker thread: creating a file costs milliseconds on a busy
+    disk, and on the event loop it would hold up every other download. A cancelled
+    caller still waits for the thread (it cannot be interrupted), so the caller's
+    cleanup of ``dest`` comes after it."""
+    job = asyncio.ensure_future(asyncio.to_thread(_write_piece, hasher, dest, chunk, first))
+    try:
+        await asyncio.shield(job)
+    except asyncio.CancelledError:
+        with contextlib.suppress(BaseException):
+            await job
+        raise
 
 
 async def _download(
@@ -262,23 +287,20 @@ async def _download(
     """
     hasher = hashlib.sha3_256()
     timeout = aiohttp.ClientTimeout(total=None, sock_read=DEFAULT_READ_TIMEOUT_S)
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
     try:
         async with session.get(url.url, headers=list(url.headers), timeout=timeout) as r:
             if r.status == 404:
                 raise PeerUnavailable(f"{url.url}: not found")
             if r.status != 200:
                 raise TransferError(f"GET {url.url}: HTTP {r.status}")
-            fd = os.open(dest, flags, 0o600)
-            try:
-                total = 0
-                async for chunk in r.content.iter_chunked(CHUNK_SIZE):
-                    total += len(chunk)
-                    if expected_size is not None and total > expected_size:
-                        raise PeerMisbehaved(f"{url.url}: more than {expected_size} bytes")
-                    _write_all(hasher, fd, chunk)
-            finally:
-                os.close(fd)
+            total = 0
+            async for chunk in r.content.iter_chunked(CHUNK_SIZE):
+                total += len(chunk)
+                if expected_size is not None and total > expected_size:
+                    raise PeerMisbehaved(f"{url.url}: more than {expected_size} bytes")
+                await _off_loop(hasher, dest, chunk, first=total == len(chunk))
+            if total == 0:
+                await _off_loop(hasher, dest, b"", first=True)
     except TimeoutError:
         raise TransferTimeout(f"GET {url.url}: timed out") from None
     except aiohttp.ClientError as e:
