@@ -85,14 +85,13 @@ from node.ingest.errors import (
     SourceNotFound,
     UnsupportedFormat,
 )
-from node.ingest.merge import (
+from node.ingest.writer import (
     DEFAULT_VOCAB,
-    current_state,
-    merge,
-    primary_key_of,
-    required_columns,
+    SliceWriter,
+    WrittenSlice,
+    slice_schema,
+    write_slice,
 )
-from node.ingest.writer import SliceWriter, WrittenSlice, slice_schema, write_slice
 from storage.chain import ChainState
 from storage.dataset import Dataset, PendingEvent
 from storage.errors import RefCASFailed
@@ -349,6 +348,7 @@ def read_live_state(
         storage.errors.InvalidDataFile: a data file that is not readable Parquet.
         MergeError: a slice without the key, ``offset`` or ``op`` columns.
     """
+    from node.ingest.merge import current_state  # only keyed merges: not on an Append's path
     from storage.errors import InvalidDataFile
     from storage.verified import iter_slice_sources
 
@@ -606,6 +606,8 @@ def _compute(
     keep = [] if isinstance(src.merge, MergeStrategyAppend) else [vocab.operation_type_column]
     if isinstance(src.merge, MergeStrategyAppend) and src.preprocess is None:
         return _compute_streaming(src, inputs, vocab, target, start, system_time, out, progress)
+    from node.ingest.merge import merge, primary_key_of, required_columns
+
     table = _prepared_inputs(src, inputs, vocab, system_time, workdir, engine, progress)
     table, evolved = _conform(table, target, vocab, keep)
     if progress is not None:
