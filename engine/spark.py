@@ -46,16 +46,16 @@ DEFAULT_MASTER: Final = "local[*]"
 DEFAULT_DRIVER_MEMORY: Final = "1g"
 #: Shuffle partitions: ODF transforms usually see small slices of new data.
 DEFAULT_SHUFFLE_PARTITIONS: Final = 4
-#: The driver JVM's ``-XX:CompileThresholdScaling``: how many times more calls a method
-#: needs before the JIT compiles it. A pull of an ODF transform runs a great deal of
-#: Spark's driver code (analysis, planning, closure cleaning, task serialization) a few
-#: hundred times; with the JVM's defaults every pull pushes a new batch of those methods
-#: over a threshold, and compiling them cost more CPU than any other part of a 1M-row
-#: window pull (0.6-0.9 CPU s of 1.3-1.7 per pull after 10 pulls, measured per thread).
-#: Scaled thresholds leave that code interpreted or in C1 a while longer; hot loops
-#: (Parquet decoding, generated code) cross any threshold within one task.
-#: `scripts/bench/streaming.py --jit-scaling` compares values.
-DEFAULT_JIT_THRESHOLD_SCALING: Final = 10.0
+#: The driver JVM's ``-XX:CompileThresholdScaling`` (1.0: the JVM's own thresholds, and no
+#: flag is passed). A 1M-row window pull runs much of Spark's driver code (analysis,
+#: planning, closure cleaning, task serialization) a few hundred times, and with the JVM's
+#: thresholds every pull pushes a new batch of those methods into compilation: after 10
+#: pulls the JIT compiler threads still take 0.5-0.9 of a pull's 1.3-1.7 CPU s (per-thread
+#: CPU). Scaled thresholds cut that (x30: 0.1 s) but leave task code less optimized for
+#: longer: per pull the tasks and driver calls cost 0.35 s more, and one 10M-row run took
+#: 3x the task CPU (`scripts/bench/streaming.py --jit-scaling`, 2 runs each, interleaved).
+#: So the default stays the JVM's.
+DEFAULT_JIT_THRESHOLD_SCALING: Final = 1.0
 #: Accepted range of the scaling (the JVM takes 0 as "never compile").
 MIN_JIT_THRESHOLD_SCALING: Final = 0.01
 MAX_JIT_THRESHOLD_SCALING: Final = 1000.0
@@ -153,8 +153,11 @@ class SparkSettings:
         if log_config is not None:
             conf["spark.driver.extraJavaOptions"] = (
                 f"-Dlog4j2.configurationFile=file:{log_config} -XX:+UseSerialGC"
-                f" -XX:CompileThresholdScaling={self.jit_threshold_scaling:g}"
             )
+            if self.jit_threshold_scaling != 1.0:
+                conf["spark.driver.extraJavaOptions"] += (
+                    f" -XX:CompileThresholdScaling={self.jit_threshold_scaling:g}"
+                )
         conf.update(self.extra_conf)
         return conf
 
