@@ -211,6 +211,10 @@ def test_retractions_are_found_per_input_in_new_and_retained_rows(tmp_path: Path
     )
     plans = [_plan(appends), _plan(appends)]
     assert execute._holds_retractions(request, plans, (state, state_root)) == [False, True]
+    # With retained rows, the new slices still count.
+    plans = [_plan(retracts), _plan(appends)]
+    assert execute._holds_retractions(request, plans, (state, state_root)) == [True, True]
+    plans = [_plan(appends), _plan(appends)]
     # An input the state does not know has no retained rows.
     other = StreamState(fingerprint="f", mode=MODE_CHANGELOG, frontier_us=None, inputs={})
     assert execute._holds_retractions(request, plans, (other, state_root)) == [False, False]
@@ -319,6 +323,25 @@ def test_retained_rows_carry_over_per_input_by_dataset_id(tmp_path: Path) -> Non
     }
     assert _kept(out / "input-0") == [200, 0]
     assert _kept(out / "input-1") == [100, 10]
+
+
+def test_an_input_new_to_the_state_starts_with_no_retained_rows(tmp_path: Path) -> None:
+    """An input the previous state does not know (a new query added it) keeps only its new
+    rows."""
+    inp = _input(tmp_path, "ev")
+    state = StreamState(fingerprint="f", mode=MODE_CHANGELOG, frontier_us=None, inputs={})
+    src = _events_file(tmp_path / "slice.parquet", 5, [BASE_US, BASE_US])
+    out = tmp_path / "next"
+    execute._save_inputs(
+        _request(tmp_path, [inp]),
+        _query(),
+        [_plan(src)],
+        (state, _mkdir(tmp_path / "prev")),
+        MODE_CHANGELOG,
+        None,
+        out,
+    )
+    assert _kept(out / "input-0") == [5, 6]
 
 
 def _mkdir(path: Path) -> Path:
