@@ -401,3 +401,59 @@ def test_a_split_window_result_is_written_sorted_by_its_columns(
     rows = [(r["event_time"], r["k"], r["n"]) for r in runner.run().to_pylist()]
     assert len(rows) > 26
     assert rows == sorted(rows)
+
+
+def _state_mode(checkpoint: Path | None) -> str:
+    """The mode a stateful run recorded in its checkpoint's ``state/state.json``."""
+    import json
+    import tarfile
+
+    assert checkpoint is not None
+    with tarfile.open(checkpoint) as tar:
+        member = tar.extractfile("state/state.json")
+        assert member is not None
+        return str(json.load(member)["mode"])
+
+
+@pytest.mark.parametrize(
+    ("time_expr", "mode"),
+    [
+        ("event_time", "window"),
+        ("`event_time`", "window"),  # quoted
+        ("ev.`EVENT_TIME`", "window"),  # qualified, any case
+        ("system_time", "changelog"),  # a window over another column
+    ],
+)
+def test_window_mode_needs_a_window_over_the_input_event_time(
+    engine: InProcessEngine, tmp_path: Path, time_expr: str, mode: str
+) -> None:
+    """Window mode is chosen for one group window over the single input's event-time
+    column, however the column is written (quoted, qualified, any case); a window over
+    another column is a changelog query."""
+    query = (
+        f"SELECT window({time_expr}, '1 hour').start AS event_time, count(*) AS n "
+        f"FROM ev GROUP BY window({time_expr}, '1 hour')"
+    )
+    ev = InputStream("ev", EVENTS, tmp_path / "in")
+    runner = StreamRunner(engine, [ev], [(None, query)], tmp_path / "out")
+    ev.append([{"event_time": dt.datetime(2020, 1, 1, tzinfo=dt.UTC), "k": "a", "v": 1}])
+    runner.run()
+    assert _state_mode(runner.checkpoint) == mode
+
+
+def test_window_mode_needs_a_single_input(engine: InProcessEngine, tmp_path: Path) -> None:
+    """One window over a union of two inputs is a changelog query: window mode is for one
+    input (its retention and lateness follow that input's event time)."""
+    query = (
+        "SELECT window(event_time, '1 hour').start AS event_time, count(*) AS n "
+        "FROM (SELECT event_time FROM a UNION ALL SELECT event_time FROM b) "
+        "GROUP BY window(event_time, '1 hour')"
+    )
+    a = InputStream("a", EVENTS, tmp_path / "a")
+    b = InputStream("b", EVENTS, tmp_path / "b")
+    runner = StreamRunner(engine, [a, b], [(None, query)], tmp_path / "out")
+    row = {"event_time": dt.datetime(2020, 1, 1, tzinfo=dt.UTC), "k": "a", "v": 1}
+    a.append([row])
+    b.append([row])
+    runner.run()
+    assert _state_mode(runner.checkpoint) == "changelog"
