@@ -457,3 +457,20 @@ def test_window_mode_needs_a_single_input(engine: InProcessEngine, tmp_path: Pat
     b.append([row])
     runner.run()
     assert _state_mode(runner.checkpoint) == "changelog"
+
+
+def test_window_mode_compares_the_whole_column_name(
+    engine: InProcessEngine, tmp_path: Path
+) -> None:
+    """Only quotes and qualifiers are taken off the window's column: an event-time column
+    named ``Xt_X`` is matched letter for letter (none of its X's stripped)."""
+    schema = pa.schema([("Xt_X", pa.timestamp("ms", tz="UTC")), ("k", pa.string())])
+    query = (
+        "SELECT window(Xt_X, '1 hour').start AS event_time, count(*) AS n "
+        "FROM ev GROUP BY window(Xt_X, '1 hour')"
+    )
+    ev = InputStream("ev", schema, tmp_path / "in", event_time="Xt_X")
+    runner = StreamRunner(engine, [ev], [(None, query)], tmp_path / "out")
+    ev.append([{"Xt_X": dt.datetime(2020, 1, 1, tzinfo=dt.UTC), "k": "a"}])
+    runner.run()
+    assert _state_mode(runner.checkpoint) == "window"
