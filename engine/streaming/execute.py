@@ -191,7 +191,9 @@ def run_stateful(
     live: DataFrame | None = None
     if mode == MODE_CHANGELOG and prev is not None and prev[0].has_output:
         live = session.read.parquet(str(prev[1] / "output"))
-    out, retracted = _changes(final, live, mode, sort=parallel)
+    out, retracted = _changes(
+        final, live, mode, sort=parallel, op=request.vocab.operation_type_column
+    )
     columns, schema = _output_layout(out, request)
     if mode == MODE_WINDOW and parallel:
         # One aggregation, written sorted as one partition: adaptive execution has
@@ -589,10 +591,10 @@ def window_gate(end: str, gate_us: int, after_us: int | None) -> str:
 
 
 def _changes(
-    final: DataFrame, live: DataFrame | None, mode: str, *, sort: bool
+    final: DataFrame, live: DataFrame | None, mode: str, *, sort: bool, op: str = "op"
 ) -> tuple[DataFrame, DataFrame | None]:
-    """The rows to write (``op`` first) and, in changelog mode, the retracted live rows
-    (with their offsets).
+    """The rows to write (the operation type first, named ``op``: the output vocabulary's
+    name) and, in changelog mode, the retracted live rows (with their offsets).
 
     With ``sort`` (a result computed across partitions, whose row order may follow the
     partitioning) the rows are written sorted by their columns, so that every run and
@@ -606,7 +608,8 @@ def _changes(
         # A filter keeps the result's order, which the row index only records: no sort.
         # SQL text, not column expressions: far fewer py4j calls on every run.
         adds = final.selectExpr(
-            f"CAST({OP_APPEND} AS INT) AS op", *[quote_identifier(c) for c in data]
+            f"CAST({OP_APPEND} AS INT) AS {quote_identifier(op)}",
+            *[quote_identifier(c) for c in data],
         )
         if sort:
             order = [
@@ -643,9 +646,9 @@ def _changes(
     renamed = [F.col(k).alias(c) for k, c in zip(keys, data, strict=True)]
     out = (
         retract.orderBy(OFFSET_COLUMN)
-        .select(F.lit(OP_RETRACT).cast("int").alias("op"), *renamed)
+        .select(F.lit(OP_RETRACT).cast("int").alias(op), *renamed)
         .unionByName(
-            adds.orderBy(_ROW_INDEX).select(F.lit(OP_APPEND).cast("int").alias("op"), *renamed)
+            adds.orderBy(_ROW_INDEX).select(F.lit(OP_APPEND).cast("int").alias(op), *renamed)
         )
     )
     return out, retract.select(OFFSET_COLUMN)
@@ -676,8 +679,7 @@ def _dup_indexed(df: DataFrame, keys: list[str], order: Column) -> DataFrame:
 
 def _output_layout(out: DataFrame, request: TransformRequest) -> tuple[list[Any], StructType]:
     """The merge's columns and the Spark schema of the output file (see `finish_output`)."""
-    renamed = out.withColumnRenamed("op", request.vocab.operation_type_column)
-    _, columns, schema = finish_output(renamed, request)
+    _, columns, schema = finish_output(out, request)
     return columns, schema
 
 

@@ -124,6 +124,8 @@ class StreamRunner:
     checkpoint: Path | None = None
     runs: int = 0
     watermark_ms: int | None = None
+    #: The output vocabulary's operation type column.
+    op_column: str = "op"
 
     def transform(self) -> TransformSql:
         return TransformSql(
@@ -140,7 +142,9 @@ class StreamRunner:
             dataset_id=OUT_ID,
             dataset_alias="out",
             system_time=SYSTEM_TIME,
-            vocab=DatasetVocabulary(event_time_column=self.event_time),
+            vocab=DatasetVocabulary(
+                event_time_column=self.event_time, operation_type_column=self.op_column
+            ),
             transform=self.transform(),
             query_inputs=tuple(i.request_input(work) for i in self.inputs),
             next_offset=self.next_offset,
@@ -177,12 +181,13 @@ class StreamRunner:
         return table
 
 
-def fold(tables: Sequence[pa.Table]) -> collections.Counter[tuple[Any, ...]]:
-    """The multiset of data rows left after applying the changelog ``tables`` in order."""
+def fold(tables: Sequence[pa.Table], op_column: str = "op") -> collections.Counter[tuple[Any, ...]]:
+    """The multiset of data rows left after applying the changelog ``tables`` in order
+    (``op_column``: the name of their operation type column)."""
     state: collections.Counter[tuple[Any, ...]] = collections.Counter()
     for t in tables:
-        data = [c for c in t.column_names if c not in SYSTEM_COLUMNS]
-        ops = t.column("op").to_pylist()
+        data = [c for c in t.column_names if c not in {*SYSTEM_COLUMNS, op_column}]
+        ops = t.column(op_column).to_pylist()
         rows = zip(*(t.column(c).to_pylist() for c in data), strict=True)
         for op, row in zip(ops, rows, strict=True):
             if op in (0, 3):

@@ -494,11 +494,6 @@ def test_no_window_closes_before_a_watermark(engine: InProcessEngine, tmp_path: 
         assert runner.run().num_rows == rows, name
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug found by mutation testing: a stateful query writes its op column as 'op' "
-    "whatever the output vocabulary says (a plain query honours it)",
-)
 def test_the_op_column_takes_the_output_vocabulary_name(
     engine: InProcessEngine, tmp_path: Path
 ) -> None:

@@ -254,6 +254,25 @@ def test_group_by_is_split_independent(
     _check(engine, tmp_path, data, [(None, query)], cuts, _group_reference)
 
 
+def test_a_changelog_uses_the_output_vocabulary_op_column(
+    engine: EngineClient, tmp_path: Path
+) -> None:
+    """Appends and retractions are written under the vocabulary's operation type column
+    (found by mutation testing: a stateful query wrote ``op`` whatever the vocabulary said,
+    and its next run could not read its own output back)."""
+    query = "SELECT max(event_time) AS event_time, k, count(*) AS n, sum(v) AS s FROM ev GROUP BY k"
+    rows = _events(7, 12)
+    ev = InputStream("ev", EVENTS, tmp_path / "in")
+    runner = StreamRunner(engine, [ev], [(None, query)], tmp_path / "out", op_column="change")
+    for part in _split(rows, [4, 8]):
+        ev.append(part)
+        runner.run()
+    assert all("op" not in t.column_names for t in runner.outputs)
+    ops = [op for t in runner.outputs for op in t.column("change").to_pylist()]
+    assert 1 in ops  # the later runs retracted earlier groups
+    assert fold(runner.outputs, op_column="change") == _group_reference({"ev": rows})
+
+
 def _top2_reference(rows: dict[str, list[Row]]) -> collections.Counter[tuple[Any, ...]]:
     ranked = sorted(rows["ev"], key=lambda r: -r["v"])[:2]
     return counter_of([(i + 1, r["event_time"], r["k"], r["v"]) for i, r in enumerate(ranked)])
