@@ -56,7 +56,7 @@ from p2p.framing import Frame, FrameHeader, FrameType
 from p2p.host import P2PHost
 from p2p.peer_json import PeerJsonError
 from p2p.peers import Offence, PeerScores
-from storage.fsutil import OBJECT_MODE, PendingFile, ensure_dir
+from storage.fsutil import OBJECT_MODE, PendingFile, ensure_dir, write_all
 from storage.object_store import MAX_BLOCK_SIZE
 
 __all__ = ["ExchangeClient", "RemoteHead"]
@@ -447,9 +447,7 @@ class ExchangeClient:
             fd = os.open(path, flags | getattr(os, "O_NOFOLLOW", 0), 0o600)
 
             def write(piece: bytes) -> None:
-                view = memoryview(piece)
-                while view:
-                    view = view[os.write(fd, view) :]
+                write_all(fd, piece)
 
             return write
 

@@ -87,6 +87,7 @@ from storage.errors import (
     RefCASFailed,
     StorageError,
 )
+from storage.fsutil import write_all
 from storage.object_store import DEFAULT_MAX_OBJECT_SIZE
 from storage.staging import open_staging, staging_lock
 from storage.verified import verified_object_path
@@ -411,9 +412,7 @@ async def _receive_upload(request: web.Request, fd: int, length: int) -> bytes:
         if total > length:
             raise HttpError(400, "body longer than Content-Length")
         hasher.update(chunk)
-        view = memoryview(chunk)
-        while view:
-            view = view[os.write(fd, view) :]
+        write_all(fd, chunk)
     if total != length:
         raise HttpError(400, "body shorter than Content-Length")
     return hasher.digest()

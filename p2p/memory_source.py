@@ -27,6 +27,7 @@ from fbs.multiformats import Multihash
 from p2p.errors import PeerMisbehaved, PeerUnavailable, TransferError
 from p2p.sync import ObjectKind
 from storage.dataset import Dataset
+from storage.fsutil import write_all
 
 __all__ = ["DEFAULT_BATCH_BLOCKS", "NO_FAULTS", "Faults", "MemorySource"]
 
@@ -178,9 +179,7 @@ class MemorySource:
         flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
         fd = os.open(dest_path, flags, 0o600)
         try:
-            view = memoryview(body)
-            while view:
-                view = view[os.write(fd, view) :]
+            write_all(fd, body)
         finally:
             os.close(fd)
         return hashlib.sha3_256(body).digest()

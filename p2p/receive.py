@@ -49,7 +49,7 @@ from p2p.head_store import HeadStore
 from storage.chain import ChainState, validate_append
 from storage.dataset import Dataset
 from storage.errors import InvalidAppend, ObjectNotFound, StorageError
-from storage.fsutil import pending_name
+from storage.fsutil import pending_name, write_all
 from storage.layout import DatasetLayout
 from storage.object_store import MAX_BLOCK_SIZE, DiskObjectStore
 from storage.staging import install_staged
@@ -357,9 +357,7 @@ class PendingBlocks:
             with self._lock:
                 self._written.append((b.hash, path, b.hash.digest))
             try:
-                view = memoryview(b.raw)
-                while view:
-                    view = view[os.write(fd, view) :]
+                write_all(fd, b.raw)
             finally:
                 os.close(fd)
 

@@ -64,6 +64,13 @@ def pending_name() -> str:
     return PENDING_PREFIX + base64.b32encode(os.urandom(_PENDING_RANDOM_BYTES)).decode().lower()
 
 
+def write_all(fd: int, data: bytes | bytearray | memoryview) -> None:
+    """Write all of ``data`` to the descriptor ``fd`` (``os.write`` may write less)."""
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
 def is_pending_name(name: str) -> bool:
     """Whether ``name`` is a temp file name that readers must ignore."""
     return name.startswith(PENDING_PREFIX)

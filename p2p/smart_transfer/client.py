@@ -70,6 +70,7 @@ from p2p.smart_transfer.messages import (
 )
 from p2p.smart_transfer.plan import transfer_plan
 from storage.dataset import Dataset
+from storage.fsutil import write_all
 from storage.verified import verified_object_path
 from storage.workspace import Workspace
 
@@ -254,9 +255,7 @@ def _write_piece(hasher: Any, dest: Path, chunk: bytes, first: bool) -> None:
     hasher.update(chunk)
     fd = os.open(dest, _CREATE_FLAGS if first else _APPEND_FLAGS, 0o600)
     try:
-        view = memoryview(chunk)
-        while view:
-            view = view[os.write(fd, view) :]
+        write_all(fd, chunk)
     finally:
         os.close(fd)
 
