@@ -32,6 +32,7 @@ from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Final
 
 REPO = Path(__file__).resolve().parent.parent
 PACKAGES = ("fbs", "storage", "engine", "node", "p2p")
@@ -82,6 +83,27 @@ DEFAULT_TESTS: dict[str, list[str]] = {
 # lets tests/engine/test_execute_inprocess.py start its local SparkSession (mutmut's
 # process is not the test session, which shares one engine and must not start a JVM).
 IN_PROCESS_SPARK: dict[str, str] = {"engine/streaming/execute.py": "ODF_TEST_INPROCESS_SPARK"}
+
+# A pytest plugin written into the copy's mutants/ folder (on mutmut's import path) and
+# loaded by every pytest run mutmut makes: it runs a mutant's tests fastest first, by the
+# durations of mutmut's first (stats) pass. mutmut hands pytest the tests reaching the
+# mutated function as a set, in no useful order, and stops at the first failure: a
+# killed mutant then costs the tests before its first failing one, so the cheap tests
+# that reach a function go first. (A survivor still runs every test that reaches it.)
+ORDER_PLUGIN: Final = "odf_mutation_order"
+ORDER_PLUGIN_SOURCE: Final = '''"""Run the selected tests fastest first (scripts/mutation.py)."""
+
+import json
+from pathlib import Path
+
+
+def pytest_collection_modifyitems(items):
+    stats = Path("mutmut-stats.json")
+    if not stats.is_file():
+        return
+    durations = json.loads(stats.read_text()).get("duration_by_test", {})
+    items.sort(key=lambda item: durations.get(item.nodeid, float("inf")))
+'''
 
 # mutmut's exit-code verdicts, folded into the four this report counts.
 KILLED = ("killed", "timeout", "caught by type check", "segfault")
@@ -168,14 +190,15 @@ def write_config(workdir: Path, module: str, tests: Sequence[str]) -> None:
     """Append mutmut's settings to the copy's pyproject.toml.
 
     Every package is copied into mutants/ so that imports resolve there and not to the
-    editable install; hypothesis gets a fixed seed so a verdict does not depend on the run.
+    editable install; hypothesis gets a fixed seed so a verdict does not depend on the run;
+    `ORDER_PLUGIN` (written by `generate`) orders each mutant's tests.
     """
     config = f"""
 [tool.mutmut]
 source_paths = {toml_list(PACKAGES)}
 only_mutate = {toml_list([module])}
 pytest_add_cli_args_test_selection = {toml_list(tests)}
-pytest_add_cli_args = ["-p", "no:cacheprovider", "--hypothesis-seed=0"]
+pytest_add_cli_args = ["-p", "no:cacheprovider", "-p", "{ORDER_PLUGIN}", "--hypothesis-seed=0"]
 timeout_multiplier = 5.0
 timeout_constant = 2.0
 use_git_change_detection = false
@@ -207,7 +230,8 @@ def mutmut(workdir: Path, *args: str, env: dict[str, str] | None = None) -> None
 
 
 def generate(workdir: Path) -> list[str]:
-    """Generate the mutants (no tests run) and return their names, sorted."""
+    """Generate the mutants (no tests run), add `ORDER_PLUGIN`, and return the mutants'
+    names, sorted."""
     with (workdir / "mutmut.log").open("a") as log:
         subprocess.run(
             [sys.executable, __file__, "--generate-only", "unused"],
@@ -216,6 +240,7 @@ def generate(workdir: Path) -> list[str]:
             stdout=log,
             stderr=log,
         )
+    (workdir / "mutants" / f"{ORDER_PLUGIN}.py").write_text(ORDER_PLUGIN_SOURCE)
     return sorted(load_results(workdir))
 
 

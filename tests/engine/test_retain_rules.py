@@ -1,0 +1,208 @@
+"""The rules of the retained rows (engine.streaming.retain) that the pruned-read property of
+tests/engine/test_retain.py does not pin: where they are written, which files are read in
+which order, schema evolution, and when a row group's statistics may skip it. Each test names
+the rule it pins (mutation testing, issue 19). Pure pyarrow: no Spark.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from engine.inputs import InputPlan, SlicePlan
+from engine.streaming.retain import RETAINED_FILE, retain_rows
+from fbs.model.engine import TransformRequestInput
+from tests.engine.helpers import BASE_MS, make_input
+
+BASE_US = BASE_MS * 1_000
+_PER_US = {"s": 1_000_000, "ms": 1_000, "us": 1}
+
+
+def _rows(path: Path, offsets: list[int], micros: list[int], **extra: pa.Array) -> Path:
+    """A file of rows (offset, op, event_time in µs, ``extra`` columns), one row group per row."""
+    n = len(offsets)
+    table = pa.table(
+        {
+            "offset": pa.array(offsets, pa.int64()),
+            "op": pa.array([0] * n, pa.int32()),
+            "event_time": pa.array(micros, pa.timestamp("us", tz="UTC")),
+            **extra,
+        }
+    )
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pq.write_table(table, path, row_group_size=1)
+    return path
+
+
+def _plan(*paths: Path, needs_filter: bool = False) -> InputPlan:
+    return InputPlan(
+        slices=tuple(SlicePlan(str(p), needs_filter=needs_filter) for p in paths), total_bytes=0
+    )
+
+
+def _input(
+    paths: list[Path], interval: tuple[int, int] | None = (0, 1_000)
+) -> TransformRequestInput:
+    return make_input(
+        seed=b"retain-rules", alias="ev", paths=paths, schema_file=paths[0], interval=interval
+    )
+
+
+def _offsets(folder: Path) -> list[int]:
+    offsets: list[int] = pq.read_table(folder / RETAINED_FILE).column("offset").to_pylist()
+    return offsets
+
+
+def test_retained_rows_come_first_then_the_slices_in_order(tmp_path: Path) -> None:
+    """The file written holds the previously retained rows, then each slice's rows, in the
+    order given, and the count returned is its number of rows."""
+    old = _rows(tmp_path / "old.parquet", [0, 1], [BASE_US, BASE_US])
+    s1 = _rows(tmp_path / "s1.parquet", [2, 3], [BASE_US, BASE_US])
+    s2 = _rows(tmp_path / "s2.parquet", [4], [BASE_US])
+    out = tmp_path / "state" / "input-0"
+    n = retain_rows(_input([s1, s2]), _plan(s1, s2), [old], out, cutoff_us=None)
+    assert (n, _offsets(out)) == (5, [0, 1, 2, 3, 4])
+
+
+def test_the_folder_is_created_with_parents_and_may_exist(tmp_path: Path) -> None:
+    """The folder is created with its parents; writing into an existing one replaces its
+    file."""
+    s = _rows(tmp_path / "s.parquet", [0], [BASE_US])
+    out = tmp_path / "a" / "b" / "input-0"
+    retain_rows(_input([s]), _plan(s), [], out, cutoff_us=None)
+    t = _rows(tmp_path / "t.parquet", [7], [BASE_US])
+    assert retain_rows(_input([t]), _plan(t), [], out, cutoff_us=None) == 1
+    assert _offsets(out) == [7]
+
+
+def test_nothing_to_retain_writes_no_file(tmp_path: Path) -> None:
+    """No retained rows and no slices: zero rows, and no file (the next run finds none)."""
+    out = tmp_path / "input-0"
+    s = _rows(tmp_path / "s.parquet", [0], [BASE_US])
+    assert retain_rows(_input([s]), _plan(), [], out, cutoff_us=None) == 0
+    assert out.is_dir()
+    assert list(out.iterdir()) == []
+
+
+def test_only_slices_flagged_for_the_filter_are_cut_to_the_offset_interval(
+    tmp_path: Path,
+) -> None:
+    """A slice that needs the offset filter keeps only the request's interval (both ends
+    included); retained rows and unflagged slices are kept whole."""
+    old = _rows(tmp_path / "old.parquet", [0, 1], [BASE_US] * 2)
+    whole = _rows(tmp_path / "whole.parquet", [2, 3], [BASE_US] * 2)
+    cut = _rows(tmp_path / "cut.parquet", [4, 5, 6, 7, 8], [BASE_US] * 5)
+    plan = InputPlan(
+        slices=(SlicePlan(str(whole), False), SlicePlan(str(cut), True)), total_bytes=0
+    )
+    out = tmp_path / "input-0"
+    retain_rows(_input([whole, cut], (5, 7)), plan, [old], out, cutoff_us=None)
+    assert _offsets(out) == [0, 1, 2, 3, 5, 6, 7]
+
+
+def test_the_last_slice_schema_wins_when_the_input_schema_evolved(tmp_path: Path) -> None:
+    """Rows retained under an older schema (other column order, a narrower type) are written
+    in the newest slice's schema."""
+    old = tmp_path / "old.parquet"
+    pq.write_table(
+        pa.table(
+            {
+                "v": pa.array([1], pa.int32()),
+                "event_time": pa.array([BASE_US], pa.timestamp("us", tz="UTC")),
+                "op": pa.array([0], pa.int32()),
+                "offset": pa.array([0], pa.int64()),
+            }
+        ),
+        old,
+    )
+    new = _rows(tmp_path / "new.parquet", [1], [BASE_US], v=pa.array([2], pa.int64()))
+    out = tmp_path / "input-0"
+    retain_rows(_input([new]), _plan(new), [old], out, cutoff_us=None)
+    table = pq.read_table(out / RETAINED_FILE)
+    assert table.schema.names == ["offset", "op", "event_time", "v"]
+    assert table.schema.field("v").type == pa.int64()
+    assert table.column("v").to_pylist() == [1, 2]
+
+
+@pytest.mark.parametrize("unit", ["s", "ms", "us"])
+def test_a_row_group_ending_exactly_at_the_cutoff_is_read(tmp_path: Path, unit: str) -> None:
+    """A row group is skipped only when its statistics end strictly before the cut-off (in
+    the column's own unit): rows exactly at the cut-off are kept, earlier ones dropped."""
+    per = _PER_US[unit]
+    values = [BASE_US // per - 1, BASE_US // per, BASE_US // per + 1]
+    path = tmp_path / "s.parquet"
+    pq.write_table(
+        pa.table(
+            {
+                "offset": pa.array([0, 1, 2], pa.int64()),
+                "event_time": pa.array(values, pa.timestamp(unit, tz="UTC")),
+            }
+        ),
+        path,
+        row_group_size=1,
+    )
+    out = tmp_path / "input-0"
+    cutoff = (BASE_US // per) * per
+    assert retain_rows(_input([path]), _plan(path), [], out, cutoff_us=cutoff) == 2
+    assert _offsets(out) == [1, 2]
+
+
+def test_nanosecond_statistics_round_up_to_the_microsecond(tmp_path: Path) -> None:
+    """Nanosecond statistics are rounded up: a row group whose last value lies inside the
+    cut-off's microsecond is read (its rows are then compared exactly)."""
+    from engine.streaming.retain import _ends_before
+
+    path = tmp_path / "s.parquet"
+    ns = (BASE_US - 1) * 1_000 + 1  # 999 ns before the cut-off
+    pq.write_table(pa.table({"t": pa.array([ns], pa.timestamp("ns", tz="UTC"))}), path)
+    stats = pq.ParquetFile(path).metadata.row_group(0).column(0).statistics
+    assert not _ends_before(stats, "ns", BASE_US)
+    assert _ends_before(stats, "ns", BASE_US + 1)
+
+
+def test_rows_without_usable_statistics_are_read_and_filtered(tmp_path: Path) -> None:
+    """Row groups are skipped by their event-time statistics only: without statistics, or
+    when the event time is not a top-level timestamp column that lines up with its leaf
+    column (a nested column before it), every row group is read and each row compared."""
+    micros = [BASE_US - 10, BASE_US + 10, BASE_US - 20, BASE_US + 20]
+    no_stats = tmp_path / "no-stats.parquet"
+    table = pa.table(
+        {
+            "offset": pa.array([0, 1, 2, 3], pa.int64()),
+            "event_time": pa.array(micros, pa.timestamp("us", tz="UTC")),
+        }
+    )
+    pq.write_table(table, no_stats, row_group_size=1, write_statistics=False)
+    # A struct column first: its leaf (small integers) would be taken for the event time.
+    nested = tmp_path / "nested.parquet"
+    pq.write_table(
+        pa.table(
+            {
+                "s": pa.array([{"a": 1, "b": 2}] * 4),
+                "offset": pa.array([4, 5, 6, 7], pa.int64()),
+                "event_time": pa.array(micros, pa.timestamp("us", tz="UTC")),
+            }
+        ),
+        nested,
+        row_group_size=1,
+    )
+    for path, kept in ((no_stats, [1, 3]), (nested, [5, 7])):
+        out = tmp_path / path.stem
+        retain_rows(_input([path]), _plan(path), [], out, cutoff_us=BASE_US)
+        assert _offsets(out) == kept, path.stem
+
+
+def test_a_file_wholly_before_the_cutoff_gives_no_rows_in_its_schema(tmp_path: Path) -> None:
+    """A file whose every row group ends before the cut-off gives no rows (its schema kept);
+    one with a late row group gives that group's rows."""
+    micros = [BASE_US - 30, BASE_US - 20, BASE_US + 10]
+    path = _rows(tmp_path / "s.parquet", [0, 1, 2], micros)
+    out = tmp_path / "input-0"
+    early = _rows(tmp_path / "early.parquet", [0, 1], micros[:2])
+    assert retain_rows(_input([early]), _plan(early), [], out, cutoff_us=BASE_US) == 0
+    assert pq.read_table(out / RETAINED_FILE).schema.names == ["offset", "op", "event_time"]
+    assert retain_rows(_input([path]), _plan(path), [], out, cutoff_us=BASE_US) == 1
+    assert _offsets(out) == [2]
