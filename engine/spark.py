@@ -224,7 +224,7 @@ def engine_identity(session: SparkSession | None = None) -> str:
     if session is not None:
         spark_version = session.version
     else:
-        import pyspark
-
-        spark_version = pyspark.__version__
+        # The installed distribution's version, not `pyspark.__version__`: an up-to-date
+        # `odf pull` checks the identity without importing PySpark (0.2 s).
+        spark_version = importlib.metadata.version("pyspark")
     return f"{ENGINE_NAME} (odf-node {odf_node_version()}, Apache Spark {spark_version})"

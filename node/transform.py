@@ -41,7 +41,7 @@ import logging
 import shutil
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
@@ -49,7 +49,6 @@ from typing import TYPE_CHECKING, Final
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from engine.client import raise_for_result
 from engine.errors import EngineProtocolError
 from fbs.did import DatasetId
 from fbs.errors import FbsError
@@ -692,6 +691,8 @@ def run_transform(plan: TransformPlan, engine: EngineClient, work_dir: Path) -> 
         IncompatibleSchema: the output schema differs from the dataset's.
         TransformError: the engine's output does not match its response.
     """
+    from engine.client import raise_for_result  # grpc: only when a transform really runs
+
     request = build_request(plan, work_dir)
     started = time.monotonic()
     response = raise_for_result(engine.execute_transform(request))
@@ -862,7 +863,9 @@ def derivative_order(ws: Workspace, ref: str | DatasetId) -> list[DatasetId]:
     return order
 
 
-def _pull_one(ws: Workspace, did: DatasetId, engine: EngineClient, max_attempts: int) -> PullResult:
+def _pull_one(
+    ws: Workspace, did: DatasetId, engine: Callable[[], EngineClient], max_attempts: int
+) -> PullResult:
     from engine.spark import engine_identity
 
     last: RefCASFailed | None = None
@@ -878,7 +881,7 @@ def _pull_one(ws: Workspace, did: DatasetId, engine: EngineClient, max_attempts:
             )  # fmt: skip
         work_dir = transform_work_dir(ws)
         try:
-            output = run_transform(plan, engine, work_dir)
+            output = run_transform(plan, engine(), work_dir)
             if output.is_empty:
                 return PullResult(
                     plan.dataset_alias, did, PullStatus.EMPTY_OUTPUT, plan.head, plan.head,
@@ -933,12 +936,23 @@ def pull_derivative(
             failures (nothing is committed).
         RefCASFailed: lost the head race ``max_attempts`` times.
     """
+    # The engine is reached only when a transform really runs: an up-to-date pull (a cron
+    # job's `odf pull --all`) must neither start a JVM nor keep one alive for its idle timeout.
     if engine is None:
         from node.engine_manager import get_engine
 
-        engine = get_engine(ws)
+        def engine_of_ws() -> EngineClient:
+            return get_engine(ws)
+
+        provide = engine_of_ws
+    else:
+        given = engine
+
+        def provide() -> EngineClient:
+            return given
+
     target = ws.resolve(ref).id
     order = derivative_order(ws, target) if recursive else [target]
-    results = [_pull_one(ws, did, engine, max_attempts) for did in order]
+    results = [_pull_one(ws, did, provide, max_attempts) for did in order]
     final = results[-1]
     return dataclasses.replace(final, upstream=tuple(results[:-1])) if recursive else final

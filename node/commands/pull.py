@@ -75,6 +75,11 @@ def cmd_pull(args: argparse.Namespace) -> int:
             state = all_ws.get(entry.id).state()
             if state is None:
                 continue
+            if state.kind == DatasetKind.Root and state.polling_source is None:
+                # A push-only root (data arrives by `odf ingest`) has nothing to poll: --all
+                # passes it by, as kamu does, instead of failing the whole run on it.
+                print(f"{entry.alias}: up-to-date (no polling source)")
+                continue
             (roots if state.kind == DatasetKind.Root else derivs).append(entry.alias)
         targets = roots + derivs
         if not targets:

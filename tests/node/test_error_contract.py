@@ -487,3 +487,20 @@ def test_delete_drops_the_dataset_caches(derivative: Path, tmp_path: Path) -> No
     assert not any(p.exists() for p in read_caches)
     assert root_record.is_file()  # the other dataset's stamps stay
     assert cli.main(["--workspace", str(project), "verify", "--integrity"]) == 0
+
+
+def test_an_up_to_date_pull_does_not_start_an_engine(derivative: Path, tmp_path: Path) -> None:
+    """A derivative with no new input is up to date without the engine: `odf pull` (a cron
+    job's `--all`) neither starts a shared engine nor needs one that works. No engine is
+    configured and Java cannot start, so reaching for one would exit 7."""
+    project = tmp_path / "project"
+    shutil.copytree(derivative, project, symlinks=True)
+    env = {k: v for k, v in os.environ.items() if k != "ODF_ENGINE_ADDRESS"}
+    env |= {"ODF_WORKSPACE": str(project), "JAVA_HOME": str(tmp_path / "no-java")}
+    for argv in (["pull", "deriv"], ["pull", "--all"]):
+        r = subprocess.run([odf_exe(), *argv], env=env, capture_output=True, text=True, timeout=300)
+        assert r.returncode == 0, r.stdout + r.stderr
+        assert "deriv: up-to-date" in r.stdout
+    assert "(no polling source)" in r.stdout  # --all passes the push-only root by
+    run_dir = project / ".odf" / "run"
+    assert not (run_dir / "engine.json").exists()
