@@ -45,6 +45,7 @@ __all__ = [
     "offset_bounds",
     "parallel_min_bytes",
     "plan_input",
+    "plan_node_names",
     "read_input",
     "schema_of_file",
     "stateful_nodes",
@@ -256,6 +257,18 @@ def stateful_nodes(df: DataFrame) -> list[str]:
     Repartitioning is not state: it changes partitions, not results."""
     plan: Any = df._jdf.queryExecution().optimizedPlan()
     return [n for n in _wide_nodes(plan) if n not in PARTITIONING_PLAN_NODES]
+
+
+def plan_node_names(df: DataFrame) -> list[str]:
+    """Names of every node of ``df``'s optimized plan, one entry per node."""
+    names = []
+    stack: list[Any] = [df._jdf.queryExecution().optimizedPlan()]
+    while stack:
+        node = stack.pop()
+        names.append(str(node.nodeName()))
+        children = node.children()
+        stack.extend(children.apply(i) for i in range(children.size()))
+    return names
 
 
 def _wide_nodes(plan: Any) -> list[str]:

@@ -347,6 +347,7 @@ def merge_parts(
     columns: Sequence[SequenceColumn | int],
     *,
     spark_schema_json: str | None = None,
+    root_name: str | None = None,
 ) -> int:
     """Write ``target`` from ``parts`` (in order) and return its number of rows.
 
@@ -357,6 +358,7 @@ def merge_parts(
             top-level field (by index, with all its leaf columns) of the parts, a
             `SequenceColumn` is synthesized.
         spark_schema_json: Spark row schema to record in the footer (else the parts').
+        root_name: name of the schema's root element (else the parts').
 
     Raises:
         EngineInternalError: no parts, unreadable or differing parts, a column index out
@@ -366,7 +368,7 @@ def merge_parts(
     if not parts:
         raise EngineInternalError("Spark wrote no part files")
     try:
-        return _merge(parts, target, columns, spark_schema_json)
+        return _merge(parts, target, columns, spark_schema_json, root_name)
     except ThriftError as e:  # a footer whose fields have unexpected types
         raise EngineInternalError(f"bad Parquet footer in a part file: {e}") from None
 
@@ -376,6 +378,7 @@ def _merge(
     target: Path,
     columns: Sequence[SequenceColumn | int],
     spark_schema_json: str | None,
+    root_name: str | None = None,
 ) -> int:
     opened = [_open_part(p) for p in parts]
     first = opened[0]
@@ -405,6 +408,8 @@ def _merge(
             raise EngineInternalError(f"column index {col} out of range (parts have {width})")
     root = first.schema[0].copy()
     root[5] = (T_I32, len(columns))
+    if root_name is not None:
+        root[4] = (T_BINARY, root_name.encode())
 
     row_groups: list[object] = []
     fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)

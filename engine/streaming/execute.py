@@ -56,10 +56,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
+from engine.collected_output import write_output
 from engine.errors import InvalidQuery
-from engine.inputs import InputPlan, read_input, schema_of_file, stateful_nodes
+from engine.inputs import InputPlan, plan_node_names, read_input, schema_of_file, stateful_nodes
 from engine.output import OP_APPEND, finish_output
-from engine.sql import quote_identifier, register_view, run_steps, write_single_parquet
+from engine.sql import quote_identifier, register_view, run_steps
 from engine.streaming.retain import retain_rows
 from engine.streaming.rewrite import (
     HIDDEN_PREFIX,
@@ -208,7 +209,8 @@ def run_stateful(
         saving = pool.submit(
             _save_inputs, request, query, plans, prev, mode, new_frontier, state_dir
         )
-        num = write_single_parquet(out, request.new_data_path, columns, spark_schema=schema)
+        bound = _output_bound(request, query, prev) if facts.bounded else None
+        num = write_output(out, request.new_data_path, columns, spark_schema=schema, max_rows=bound)
         inputs = saving.result()
     has_output = False
     if retracted is not None:
@@ -406,11 +408,13 @@ def _versions(df: DataFrame, inp: TransformRequestInput, source: TemporalSource)
 
 @dataclass(frozen=True, slots=True)
 class _PlanFacts:
-    """What the executor decides from a query's plan: its mode, and (window mode) whether
-    its aggregates are order-free (`_order_insensitive`)."""
+    """What the executor decides from a query's plan: its mode, (window mode) whether its
+    aggregates are order-free (`_order_insensitive`), and whether its output rows are
+    bounded by its input rows (`_output_bound`: window mode without a generator)."""
 
     mode: str
     order_insensitive: bool
+    bounded: bool = False
 
 
 _PLAN_FACTS: collections.OrderedDict[tuple[Any, ...], _PlanFacts] = collections.OrderedDict()
@@ -448,7 +452,12 @@ def _plan_facts(
             return cached
     _check_output(result, request)
     mode = _mode(request, query, result)
-    facts = _PlanFacts(mode, mode == MODE_WINDOW and _order_insensitive(result))
+    window = mode == MODE_WINDOW
+    facts = _PlanFacts(
+        mode,
+        window and _order_insensitive(result),
+        bounded=window and "Generate" not in plan_node_names(result),
+    )
     with _PLAN_FACTS_LOCK:
         _PLAN_FACTS[key] = facts
         while len(_PLAN_FACTS) > PLAN_FACTS_CACHE_SIZE:
@@ -533,6 +542,24 @@ def _order_insensitive(result: DataFrame) -> bool:
         children = e.children()
         exprs.extend(children.apply(i) for i in range(children.size()))
     return True
+
+
+def _output_bound(
+    request: TransformRequest, query: RewrittenQuery, prev: tuple[StreamState, Path] | None
+) -> int:
+    """Most rows a window-mode run can write: one aggregate per window and group, so at
+    most the run's input rows (retained + new) times the windows a row falls into."""
+    import pyarrow.parquet as pq
+
+    inp = request.query_inputs[0]
+    rows = 0
+    if inp.offset_interval is not None:
+        rows = inp.offset_interval.end - inp.offset_interval.start + 1
+    folder = prev[0].input_dir(prev[1], inp.dataset_id.as_multibase()) if prev else None
+    for path in sorted(folder.glob("*.parquet")) if folder is not None else []:
+        rows += pq.read_metadata(path).num_rows
+    window = query.windows[0]
+    return rows * -(-window.size_us // window.slide_us)
 
 
 # -- emission ---------------------------------------------------------------------------------

@@ -228,6 +228,7 @@ class PhaseTimer:
 
 def instrument() -> PhaseTimer:
     """Time the steps of a stateful run (see `engine.transform._execute`, `run_stateful`)."""
+    import engine.collected_output as co
     import engine.sql as sq
     import engine.streaming.execute as ex
     import engine.transform as tr
@@ -238,12 +239,18 @@ def instrument() -> PhaseTimer:
     timer.wrap(tr, "write_checkpoint", "checkpoint write")
     timer.wrap(ex, "_input_views", "input views")
     timer.wrap(ex, "run_steps", "plan query")
-    timer.wrap(ex, "write_single_parquet", "aggregate + write output")
-    timer.wrap(sq, "merge_parts", "  of which: merge parts")
+    timer.wrap(ex, "write_output", "aggregate + write output")
+    timer.wrap(co, "_write_part", COLLECT_LABEL)
+    timer.wrap(sq, "merge_parts", MERGE_LABEL)
+    timer.wrap(co, "merge_parts", MERGE_LABEL)
     timer.wrap(ex, "_save_inputs", RETAIN_LABEL)
     return timer
 
 
+#: The output's phases (`engine.collected_output`: collected and written with pyarrow; or
+#: Spark's writer, then the merge).
+COLLECT_LABEL = "  of which: collect + write"
+MERGE_LABEL = "  of which: merge parts"
 #: The retained rows are written on a thread while Spark writes the output: indented, so
 #: that their time is not subtracted again from the run's total.
 RETAIN_LABEL = "  retained rows (overlapped)"
@@ -252,7 +259,8 @@ PHASES = (
     "input views",
     "plan query",
     "aggregate + write output",
-    "  of which: merge parts",
+    COLLECT_LABEL,
+    MERGE_LABEL,
     RETAIN_LABEL,
     "checkpoint write",
 )
