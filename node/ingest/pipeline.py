@@ -44,7 +44,7 @@ import contextlib
 import hashlib
 import shutil
 import tempfile
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -520,15 +520,21 @@ class _Source:
     merge: MergeStrategy
 
 
-def _batches(read: ReadStep, path: Path, progress: Progress | None) -> Iterator[pa.RecordBatch]:
+def _batches(
+    read: ReadStep, path: Path, progress: Progress | None
+) -> Generator[pa.RecordBatch, None, None]:
+    """The record batches of ``path``, read on a thread ahead of the caller (`prefetched`)."""
+    from node.ingest.prefetch import prefetched
     from node.ingest.read import read_batches
 
     rows = 0
-    for batch in read_batches(read, path, batch_rows=DEFAULT_BATCH_ROWS):
-        rows += batch.num_rows
-        if progress is not None:
-            progress(ProgressUpdate("read", path.name, rows))
-        yield batch
+    reading = prefetched(lambda: read_batches(read, path, batch_rows=DEFAULT_BATCH_ROWS))
+    with contextlib.closing(reading) as batches:
+        for batch in batches:
+            rows += batch.num_rows
+            if progress is not None:
+                progress(ProgressUpdate("read", path.name, rows))
+            yield batch
 
 
 def _read_table(read: ReadStep, path: Path, progress: Progress | None) -> pa.Table:
@@ -658,33 +664,35 @@ def _compute_streaming(
     evolved: pa.Schema | None = None
     try:
         for item in inputs:
-            for batch in _batches(src.read, item.path, progress):
-                table = _with_event_time(
-                    pa.Table.from_batches([batch]), vocab, item.event_time or system_time
-                )
-                table, ev = _conform(table, schema, vocab, ())
-                if writer is None:
-                    if schema is None:
-                        # First data of the dataset: the first batch defines the schema.
-                        schema = slice_schema(table.schema, vocab)
-                        table, _ = _conform(table, schema, vocab, ())
+            # Closed on any error: the read-ahead thread stops before the writer aborts.
+            with contextlib.closing(_batches(src.read, item.path, progress)) as batches:
+                for batch in batches:
+                    table = _with_event_time(
+                        pa.Table.from_batches([batch]), vocab, item.event_time or system_time
+                    )
+                    table, ev = _conform(table, schema, vocab, ())
+                    if writer is None:
+                        if schema is None:
+                            # First data of the dataset: the first batch defines the schema.
+                            schema = slice_schema(table.schema, vocab)
+                            table, _ = _conform(table, schema, vocab, ())
+                        elif ev is not None:
+                            evolved, schema = ev, ev
+                            table, _ = _conform(table, schema, vocab, ())
+                        writer = SliceWriter(
+                            out,
+                            pa.schema([f for f in schema if f.name not in _system(vocab)]),
+                            start_offset=start,
+                            system_time=system_time,
+                            vocab=vocab,
+                        )
                     elif ev is not None:
-                        evolved, schema = ev, ev
-                        table, _ = _conform(table, schema, vocab, ())
-                    writer = SliceWriter(
-                        out,
-                        pa.schema([f for f in schema if f.name not in _system(vocab)]),
-                        start_offset=start,
-                        system_time=system_time,
-                        vocab=vocab,
-                    )
-                elif ev is not None:
-                    known = set() if schema is None else set(schema.names)
-                    raise SchemaError(
-                        f"{item.path.name}: columns {[n for n in ev.names if n not in known]} "
-                        "appear mid-file; split the input or declare them in the schema"
-                    )
-                writer.write(table)
+                        known = set() if schema is None else set(schema.names)
+                        raise SchemaError(
+                            f"{item.path.name}: columns {[n for n in ev.names if n not in known]} "
+                            "appear mid-file; split the input or declare them in the schema"
+                        )
+                    writer.write(table)
     except BaseException:
         if writer is not None:
             writer.abort()

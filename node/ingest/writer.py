@@ -66,6 +66,7 @@ __all__ = [
     "DICTIONARY_MAX_DISTINCT_SHARE",
     "DICTIONARY_SAMPLE_ROWS",
     "EVENT_TIME_TYPE",
+    "HASH_QUEUE_TABLES",
     "OFFSET_ENCODING",
     "OFFSET_TYPE",
     "OP_TYPE",
@@ -107,8 +108,15 @@ DICTIONARY_SAMPLE_ROWS: Final = 1 << 16
 #: back to plain pages anyway, after costing encoding time and bytes (0.95x the file size
 #: and ~25% less encoding CPU on the benchmark's CSV).
 DICTIONARY_MAX_DISTINCT_SHARE: Final = 0.5
+#: Tables queued for the logical hash before `SliceWriter.write` waits: the hash thread
+#: absorbs the uneven pace of parsing and encoding without holding up the reader.
+HASH_QUEUE_TABLES: Final = 3
 #: Bytes written to a slice file gathered before they are queued for its SHA3.
 _HASH_HANDOFF_BYTES: Final = 1 << 20
+#: Bytes the Parquet writer's output is buffered in natively before each Python-level
+#: write to the hashing sink (the writer emits every page header and page as a piece of
+#: its own: ~0.2 CPU-s of Python calls for a 10M-row slice without the buffer).
+_SINK_BUFFER_BYTES: Final = 1 << 20
 #: Environment variable: ``1`` makes every writer re-read its file and compare hashes.
 VERIFY_HASH_ENV: Final = "ODF_INGEST_VERIFY_HASH"
 
@@ -265,32 +273,30 @@ class _HashWorker:
     The logical digest (`RecordDigest`, when ``schema`` is given) is fed one table at a
     time and the file bytes (`_HashingFile`) as the Parquet writer emits them. Hashing
     (pyarrow kernels and SHA3, both releasing the GIL) then overlaps with parsing the
-    next input batch and encoding Parquet. Before a table is queued the previous one
-    must be hashed, so at most about one batch (table and its Parquet bytes) waits:
-    memory stays bounded by the batch size. A failure inside the logical digest does not
-    fail the write: the digest is dropped and `finalize` returns None (the caller then
-    hashes the file).
+    next input batches and encoding Parquet. At most `HASH_QUEUE_TABLES` tables wait
+    for the hash (and their Parquet bytes): memory stays bounded by a few batches. A
+    failure inside the logical digest does not fail the write: the digest is dropped and
+    `finalize` returns None (the caller then hashes the file).
     """
 
     def __init__(self, schema: pa.Schema | None) -> None:
         self._digest = RecordDigest(schema) if schema is not None else None
         self._executor = ThreadPoolExecutor(1, thread_name_prefix="slice-hash")
-        self._pending: Future[None] | None = None
+        self._pending: list[Future[None]] = []
 
-    def _wait(self) -> None:
-        if self._pending is None:
-            return
-        try:
-            self._pending.result()
-        except Exception:  # any failure only disables the shortcut: the file is hashed
-            self._digest = None
-        self._pending = None
+    def _wait(self, keep: int = 0) -> None:
+        """Wait until at most ``keep`` queued tables are not hashed yet."""
+        while len(self._pending) > keep:
+            try:
+                self._pending.pop(0).result()
+            except Exception:  # any failure only disables the shortcut: the file is hashed
+                self._digest = None
 
     def update(self, table: pa.Table) -> None:
-        """Queue ``table`` for the logical digest (after the previous one is hashed)."""
-        self._wait()
+        """Queue ``table`` for the logical digest (at most `HASH_QUEUE_TABLES` wait)."""
+        self._wait(keep=HASH_QUEUE_TABLES - 1)
         if self._digest is not None:
-            self._pending = self._executor.submit(self._digest.update, table)
+            self._pending.append(self._executor.submit(self._digest.update, table))
 
     def submit(self, fn: Callable[[bytes], None], data: bytes) -> None:
         """Run ``fn(data)`` on the worker, after everything queued before."""
@@ -442,6 +448,9 @@ class SliceWriter:
         streamable = all(streamable_type(f.type) for f in self.schema)
         self._worker = _HashWorker(self.schema if streamable else None)
         self._sink = _HashingFile(self.path, self._worker)
+        self._out = pa.BufferedOutputStream(
+            pa.PythonFile(self._sink, mode="w"), buffer_size=_SINK_BUFFER_BYTES
+        )
         self._hashed_while_writing = False
         # Opened with the first row group: its first rows choose the dictionaries.
         self._writer: pq.ParquetWriter | None = None
@@ -514,7 +523,7 @@ class SliceWriter:
             off = self.vocab.offset_column
             sample = None if first_rows is None else first_rows.slice(0, DICTIONARY_SAMPLE_ROWS)
             self._writer = pq.ParquetWriter(
-                self._sink,
+                self._out,
                 self.schema,
                 compression=PARQUET_COMPRESSION,
                 use_dictionary=dictionary_columns(self.schema, sample, skip=off),
@@ -608,6 +617,7 @@ class SliceWriter:
                 raise
             self._encoder.shutdown()
             self._parquet_writer(None).close()  # an empty slice: a file with the schema
+            self._out.close()  # the last buffered bytes reach the sink
             self._sink.close()
             self._closed = True
         count = self.next_offset - self.start_offset
@@ -650,7 +660,10 @@ class SliceWriter:
                     if self._writer is not None:
                         self._writer.close()
                 finally:
-                    self._sink.close()
+                    try:
+                        self._out.close()
+                    finally:
+                        self._sink.close()
         finally:
             self._worker.discard()
         self.path.unlink(missing_ok=True)

@@ -191,8 +191,18 @@ def _has_zone(text: str) -> bool:
 
 
 def _cast_iso(arr: pa.Array, zoned: bool) -> pa.Array:
-    unit = pa.timestamp("us", "UTC") if zoned else pa.timestamp("us")
-    return pc.cast(arr, unit).cast(TIMESTAMP_TYPE, safe=False)
+    """ISO 8601 text to ms UTC: parsed as ms, or as us (sub-ms digits, truncated) if refused.
+
+    Parsing straight to ms is exact when it succeeds (no digit below the ms is dropped)
+    and spares a second pass over the column; a value with sub-ms digits makes it fail
+    (at that value) and the column is parsed as us and truncated, as before.
+    """
+    tz = "UTC" if zoned else None
+    try:
+        return pc.cast(arr, pa.timestamp("ms", tz)).cast(TIMESTAMP_TYPE)
+    except pa.ArrowInvalid:
+        pass
+    return pc.cast(arr, pa.timestamp("us", tz)).cast(TIMESTAMP_TYPE, safe=False)
 
 
 def _zone_guess(arr: pa.Array) -> bool | None:
@@ -346,9 +356,12 @@ class Conformer:
             raise loc.error(
                 row, field.name, f"value {_quote(value)} does not fit type {field.type}"
             ) from None
-        if isinstance(result, pa.ChunkedArray):
-            result = result.combine_chunks()
-        row_lost = _first_new_null(arr, result) if len(arr) else None
+        if result is arr:  # already of the declared type: no value can have been lost
+            row_lost = None
+        else:
+            if isinstance(result, pa.ChunkedArray):
+                result = result.combine_chunks()
+            row_lost = _first_new_null(arr, result) if len(arr) else None
         if row_lost is not None:
             value = arr[row_lost].as_py()
             raise loc.error(

@@ -58,6 +58,18 @@ def test_iso_text_semantics(values: list[str | None]) -> None:
     assert convert(values).to_pylist() == reference(values)
 
 
+@pytest.mark.parametrize("zone", ["Z", "", "+01:00"])
+def test_sub_ms_digits_anywhere_in_a_long_column_are_truncated(zone: str) -> None:
+    # A column is parsed straight to ms first: a value with sub-ms digits (first, middle
+    # or only the last) must send it to the us parse, not fail it or round it.
+    plain = [f"2024-03-01T00:00:{i % 60:02d}.{i % 1000:03d}{zone}" for i in range(3000)]
+    for at in (0, 1500, 2999):
+        column = list(plain)
+        column[at] = f"2024-03-01T00:00:00.123987{zone}"
+        assert convert(column).to_pylist() == reference(column)
+    assert convert(plain).to_pylist() == reference(plain)
+
+
 def test_mixed_column_large_enough_to_matter() -> None:
     values = ["2024-03-01T00:00:00Z", "2024-03-01 01:00:00", None, "2024-03-01T02:00:00+02:00"]
     column = values * 5000
