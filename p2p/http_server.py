@@ -39,7 +39,8 @@ import hashlib
 import logging
 import os
 from collections.abc import Awaitable, Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Final
 
 from aiohttp import web
@@ -48,6 +49,7 @@ from fbs.did import DatasetAlias, DatasetId
 from fbs.errors import FbsError, InvalidDid, InvalidHash, InvalidName, MalformedBlock
 from fbs.keys import KeyPair
 from fbs.multiformats import SHA3_256, Multihash, parse_hash
+from p2p.dataset_cache import ResolveCache, Resolved
 from p2p.errors import (
     Equivocation,
     FrameTooLarge,
@@ -75,10 +77,12 @@ from p2p.receive import (
     stored_size,
     validate_chain,
 )
+from storage.catalog import open_dataset as open_entry
 from storage.chain import ChainState
 from storage.dataset import Dataset
 from storage.errors import (
     CorruptObject,
+    DamagedObject,
     DatasetExists,
     DatasetNotFound,
     InvalidAlias,
@@ -86,14 +90,16 @@ from storage.errors import (
     ObjectNotFound,
     RefCASFailed,
     StorageError,
+    UnsafePath,
 )
-from storage.fsutil import write_all
+from storage.fsutil import open_for_read, write_all
 from storage.object_store import DEFAULT_MAX_OBJECT_SIZE
 from storage.staging import open_staging, staging_lock
 from storage.verified import verified_object_path
 from storage.workspace import Workspace
 
 __all__ = [
+    "INLINE_OBJECT_BYTES",
     "MAX_BATCH_BLOCKS",
     "MAX_BATCH_BYTES",
     "MAX_PUSH_BODY_BYTES",
@@ -109,6 +115,7 @@ __all__ = [
     "apply_push",
     "error_response",
     "open_dataset",
+    "resolve_dataset",
 ]
 
 log = logging.getLogger(__name__)
@@ -123,6 +130,10 @@ MAX_PUSH_BODY_BYTES: Final = 256 << 20
 UPLOAD_CHUNK_SIZE: Final = 1 << 20
 #: Staging directory name prefix of a dataset created by push (``staging/push-<did>``).
 PUSH_STAGING_PREFIX: Final = "push-"
+#: Objects up to this size are served from memory, hashed as read (a pull's small slices
+#: and checkpoints: one worker-thread call instead of a file response's several);
+#: larger ones are streamed from a verified file.
+INLINE_OBJECT_BYTES: Final = 64 << 10
 
 Signer = Callable[[DatasetId], KeyPair | None]
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -161,6 +172,7 @@ class TransferServer:
         config: limits and switches.
         push_lock: serialises pushes in this process (each is validated against the
             head it will move).
+        datasets: the dataset references of request paths already resolved.
     """
 
     workspace: Workspace
@@ -168,6 +180,7 @@ class TransferServer:
     signer: Signer
     config: TransferConfig
     push_lock: asyncio.Lock
+    datasets: ResolveCache = field(default_factory=ResolveCache)
 
 
 SERVER: Final = web.AppKey("transfer_server", TransferServer)
@@ -230,6 +243,23 @@ def _dataset_ref(request: web.Request) -> str | DatasetId:
     return text
 
 
+def resolve_dataset(request: web.Request) -> Resolved:
+    """The dataset the request's path names (resolved once, then confirmed by a stat:
+    `p2p.dataset_cache`).
+
+    Raises:
+        HttpError: 404 if there is none, 400 for an invalid name.
+    """
+    server = request.app[SERVER]
+    ref = _dataset_ref(request)
+    try:
+        return server.datasets.resolve(server.workspace, ref)
+    except DatasetNotFound:
+        raise HttpError(404, "no such dataset") from None
+    except (InvalidAlias, InvalidDid) as e:
+        raise HttpError(400, str(e)) from None
+
+
 def open_dataset(request: web.Request) -> Dataset:
     """The dataset the request's path names.
 
@@ -237,14 +267,7 @@ def open_dataset(request: web.Request) -> Dataset:
         HttpError: 404 if there is none, 400 for an invalid name.
     """
     ws = request.app[SERVER].workspace
-    ref = _dataset_ref(request)
-    try:
-        entry = ws.resolve(ref)
-        return ws.get(entry.id)
-    except DatasetNotFound:
-        raise HttpError(404, "no such dataset") from None
-    except (InvalidAlias, InvalidDid) as e:
-        raise HttpError(400, str(e)) from None
+    return open_entry(ws.root, resolve_dataset(request).entry, ops=ws.ops)
 
 
 def _hash(request: web.Request) -> Multihash:
@@ -337,20 +360,47 @@ async def get_block(request: web.Request) -> web.StreamResponse:
     return web.Response(body=raw, content_type="application/octet-stream")
 
 
+def _servable(root: Path, kind: ObjectKind, h: Multihash) -> bytes | Path:
+    """Object ``h`` of the store at ``root``, checked against its name: its bytes when it
+    has at most `INLINE_OBJECT_BYTES` (hashed as read: what is served is what was
+    checked), else its verified file (hashed once, remembered: `storage.verified`).
+
+    Raises:
+        ObjectNotFound: no regular file of that name (a symlink is never followed).
+        DamagedObject: bytes that do not hash to the name.
+    """
+    path = root / h.to_multibase()
+    try:
+        f = open_for_read(path)
+    except (FileNotFoundError, UnsafePath):
+        raise ObjectNotFound(f"no {kind} object {h}") from None
+    with f:
+        if os.fstat(f.fileno()).st_size <= INLINE_OBJECT_BYTES:
+            data = f.read(INLINE_OBJECT_BYTES + 1)
+            if len(data) <= INLINE_OBJECT_BYTES:
+                if hashlib.sha3_256(data).digest() != h.digest:
+                    raise DamagedObject(kind, h, path, "its bytes hash to another name")
+                return data
+    return verified_object_path(root, kind, h, None)
+
+
 async def get_object(request: web.Request) -> web.StreamResponse:
-    """``GET data/{hash}`` / ``GET checkpoints/{hash}``, streamed from a verified file."""
+    """``GET data/{hash}`` / ``GET checkpoints/{hash}``: never bytes that differ from the
+    object's name (`_servable`)."""
     kind = _object_kind(request)
-    ds = open_dataset(request)
+    layout = resolve_dataset(request).layout
     h = _hash(request)
-    store = object_store(ds.layout, kind)
-    if not store.has(h):  # lstat: regular files only, never a symlink
+    root = object_store(layout, kind).root
+    try:
+        found = await asyncio.to_thread(_servable, root, kind, h)
+    except ObjectNotFound:
         return error_response(404, f"no such {kind} object")
-    try:  # never serve bytes that differ from the object's name (hashed once, remembered)
-        path = await asyncio.to_thread(verified_object_path, store.root, kind, h, None)
     except StorageError as e:
         log.error("serving %s object %s: %s", kind, h, e)
         return error_response(500, f"stored {kind} object is damaged")
-    return web.FileResponse(path, headers={"Content-Type": "application/octet-stream"})
+    if isinstance(found, bytes):
+        return web.Response(body=found, content_type="application/octet-stream")
+    return web.FileResponse(found, headers={"Content-Type": "application/octet-stream"})
 
 
 def _collect_blocks(
