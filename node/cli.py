@@ -51,7 +51,7 @@ def exit_code_for(error: BaseException) -> int:
     from engine.errors import EngineConfigError, EngineUnavailable, InvalidQuery
     from fbs.errors import FbsError, InvalidDid, InvalidMultiformat
     from node.cli_util import EXIT_CONFLICT, EXIT_UNAVAILABLE
-    from node.errors import EngineManagerError, EngineSettingsError
+    from node.errors import DatasetInUse, EngineManagerError, EngineSettingsError
     from node.ingest.errors import IngestError, SourceNotFound, SourceUnreachable
     from p2p.errors import (
         AttestationRejected,
@@ -106,7 +106,8 @@ def exit_code_for(error: BaseException) -> int:
         | StaleHead
         | DuplicateAttestation
         | RefLockTimeout
-        | InputHistoryDiverged,
+        | InputHistoryDiverged
+        | DatasetInUse,
     ):
         return EXIT_CONFLICT
     if isinstance(error, InputNotReady):
@@ -386,15 +387,34 @@ def _decoded_log_rows(
 
 
 def cmd_delete(args: argparse.Namespace) -> int:
+    """Delete datasets; ``-r`` also deletes every dataset that reads them."""
+    from node.dependents import uses_from_outside, with_downstream
+    from node.errors import DatasetInUse
+
     ws = open_workspace(args)
-    entry = ws.resolve(args.dataset)
+    named = [ws.resolve(ref) for ref in args.dataset]
+    ids = [entry.id for entry in named]
+    if args.recursive:
+        doomed = with_downstream(ws, ids)
+    else:
+        uses = uses_from_outside(ws, ids)
+        if uses:
+            use = uses[0]
+            used = next(e.alias for e in named if e.id == use.used)
+            raise DatasetInUse(
+                f"cannot delete {used}: {use.consumer.alias} takes it as an input "
+                "(delete both, or use -r to delete every dataset that reads it)"
+            )
+        doomed = list(dict.fromkeys(named))
     if not args.yes and sys.stdin.isatty():
-        answer = input(f"Delete dataset {entry.alias} ({entry.id})? [y/N] ")
+        names = ", ".join(f"{e.alias} ({e.id})" for e in doomed)
+        answer = input(f"Delete {names}? [y/N] ")
         if answer.strip().lower() not in ("y", "yes"):
             print("Aborted")
             return EXIT_USAGE
-    ws.delete(args.dataset)
-    print(f"Deleted {args.dataset}")
+    for entry in doomed:  # readers first: no moment holds a transform without its input
+        ws.delete(entry.id)
+        print(f"Deleted {entry.alias}")
     return EXIT_OK
 
 
@@ -653,8 +673,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--full-hashes", action="store_true", help="print full block hashes")
     _add_format(p, OUTPUT_FORMATS, "table")
 
-    p = cmd("delete", cmd_delete, "delete a dataset from the workspace")
-    p.add_argument("dataset", help="dataset alias or DID")
+    p = cmd("delete", cmd_delete, "delete datasets from the workspace")
+    p.add_argument("dataset", nargs="+", help="dataset aliases or DIDs")
+    p.add_argument(
+        "-r", "--recursive", action="store_true",
+        help="also delete every dataset that reads them (refused otherwise)",
+    )  # fmt: skip
     p.add_argument("-y", "--yes", action="store_true", help="do not ask for confirmation")
 
     p = cmd(

@@ -69,6 +69,11 @@ class DependencyCycle(TransformError):
     """Derivative datasets whose inputs form a cycle."""
 
 
+class DatasetInUse(NodeError):
+    """A dataset another dataset's transform takes as an input: deleting it would leave that
+    transform with an input that is gone."""
+
+
 class EngineManagerError(NodeError):
     """An engine that cannot be located, started or reused (see `node.engine_manager`)."""
 

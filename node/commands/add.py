@@ -182,21 +182,18 @@ def _replace(
         DatasetNotFound: a transform input of the batch that will not resolve.
         UsageError: the user did not confirm.
     """
+    from node.dependents import uses_from_outside
     from storage.errors import DatasetExists
 
     gone = {entry.id for entry in replaced}
-    for entry in ws.list():
-        if entry.id in gone:
-            continue
-        state = ws.get(entry.id).state()
-        inputs = state.transform.inputs if state is not None and state.transform else ()
-        for i in inputs:
-            used = next((r for r in replaced if i.dataset_ref == r.id.to_did_odf()), None)
-            if used is not None:
-                raise DatasetExists(
-                    f"cannot replace {used.alias}: {entry.alias} takes it as an input "
-                    "(replace both in one batch, or delete the dependent dataset first)"
-                )
+    uses = uses_from_outside(ws, gone)
+    if uses:
+        use = uses[0]
+        used = next(r for r in replaced if r.id == use.used)
+        raise DatasetExists(
+            f"cannot replace {used.alias}: {use.consumer.alias} takes it as an input "
+            "(replace both in one batch, or delete the dependent dataset first)"
+        )
     _check_inputs(ws, items, gone)
     names = ", ".join(entry.alias for entry in replaced)
     if not yes and sys.stdin.isatty():
