@@ -15,7 +15,7 @@ import argparse
 import json
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from importlib.machinery import ModuleSpec
 from pathlib import Path
 from types import ModuleType
@@ -92,10 +92,13 @@ def _sql_value(value: Any) -> Any:
 
 
 def cmd_sql(args: argparse.Namespace) -> int:
-    """Run a SQL query over the workspace's datasets (DataFusion, or Spark)."""
+    """Run a SQL query over the workspace's datasets (DataFusion, or Spark); without one,
+    a shell on a terminal, else the statements of ``--script`` or stdin (`node.sql_shell`)."""
     fmt = args.output_format
     if fmt == "parquet" and not args.output_path:
         raise UsageError("--output-format parquet needs --output-path")
+    if args.query is None or args.script is not None:
+        return _statements(args)
     if args.engine == "spark":
         return _run_on_spark(args)
     refuse_numpy()
@@ -110,6 +113,66 @@ def cmd_sql(args: argparse.Namespace) -> int:
         return EXIT_OK
     _emit(table, fmt, args.output_path)
     return EXIT_OK
+
+
+def _statements(args: argparse.Namespace) -> int:
+    """The shell, or a script (``--script FILE``, or stdin when it is not a terminal)."""
+    from node.sql_shell import run_script, run_shell
+
+    if args.query is not None:
+        raise UsageError("give a query or --script, not both")
+    if args.output_format == "parquet" or args.output_path:
+        raise UsageError("a shell or script writes its results to stdout (no --output-*)")
+    run_one = _one_statement(args)
+
+    def emit(table: pa.Table) -> None:
+        _emit(table, args.output_format, None)
+
+    if args.script is not None:
+        run_script(Path(args.script).read_text(encoding="utf-8"), run_one, emit)
+    elif not sys.stdin.isatty():
+        run_script(sys.stdin.read(), run_one, emit)
+    else:
+        run_shell(run_one, emit, _said, stdin=sys.stdin, stdout=sys.stdout, interactive=True)
+    return EXIT_OK
+
+
+def _one_statement(args: argparse.Namespace) -> Callable[[str], pa.Table]:
+    """How the shell runs one statement: the engine of ``--engine``, the datasets as they
+    are when the statement runs (a pull in another terminal shows in the next one)."""
+    if args.engine == "spark":
+        import tempfile
+
+        from node.sql import run_sql
+
+        ws = open_workspace(args)
+
+        def on_spark(query: str) -> pa.Table:
+            warn_disputed(ws.root, query)
+            with tempfile.TemporaryDirectory(prefix="odf-sql-") as tmp:
+                return run_sql(ws, query, Path(tmp) / "result.parquet", sql_engine="spark").read()
+
+        return on_spark
+    refuse_numpy()
+    root = workspace_root(args)
+    from node.sql import run_embedded
+
+    def embedded(query: str) -> pa.Table:
+        warn_disputed(root, query)
+        return run_embedded(root, query, without_pandas=True)
+
+    return embedded
+
+
+def _said(error: BaseException) -> bool:
+    """Write a statement's error as the CLI would; False for a bug (exit 1 material)."""
+    from node.cli import exit_code_for, report_error
+    from node.cli_util import EXIT_INTERNAL
+
+    if exit_code_for(error) == EXIT_INTERNAL and not isinstance(error, OSError):
+        return False
+    report_error(error, "sql")
+    return True
 
 
 def _run_on_spark(args: argparse.Namespace) -> int:

@@ -202,7 +202,15 @@ def register(sub: Any) -> None:
         "spark); quote aliases with dots: `a.b`.",
     )
     p.set_defaults(func=cmd_sql)
-    p.add_argument("query", help='SQL text, e.g. "SELECT * FROM `my.data` LIMIT 10"')
+    p.add_argument(
+        "query",
+        nargs="?",
+        help='SQL text, e.g. "SELECT * FROM `my.data` LIMIT 10"; without it: a shell on a '
+        "terminal, else the statements read from stdin",
+    )
+    p.add_argument(
+        "--script", metavar="FILE", help="run the ';'-separated statements of FILE in order"
+    )
     p.add_argument("--output-format", choices=SQL_OUTPUT_FORMATS, default="table")
     p.add_argument("--output-path", metavar="PATH", help="write the result to PATH")
     p.add_argument(
