@@ -49,7 +49,7 @@ from p2p.head_store import HeadStore
 from storage.chain import ChainState, validate_append
 from storage.dataset import Dataset
 from storage.errors import InvalidAppend, ObjectNotFound, StorageError
-from storage.fsutil import pending_name, write_all
+from storage.fsutil import OBJECT_MODE, pending_name, write_all
 from storage.layout import DatasetLayout
 from storage.object_store import MAX_BLOCK_SIZE, DiskObjectStore
 from storage.staging import install_staged
@@ -353,7 +353,8 @@ class PendingBlocks:
         flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
         for b in self._blocks:
             path = self.store.root / pending_name()
-            fd = os.open(path, flags, 0o600)
+            # Created read-only (the descriptor still writes): naming it needs no chmod.
+            fd = os.open(path, flags, OBJECT_MODE)
             with self._lock:
                 self._written.append((b.hash, path, b.hash.digest))
             try:

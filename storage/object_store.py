@@ -384,9 +384,9 @@ class DiskObjectStore:
             FileNotFoundError: nothing is at ``path``.
             UnsafePath: ``path`` is not a regular file.
         """
-        path, size = self._adoptable(expected, path, digest)
+        path, st = self._adoptable(expected, path, digest)
         final = self.path_of(expected)
-        if self._refresh_existing(final, size):
+        if self._refresh_existing(final, st.st_size):
             # Another writer (a concurrent pull) stored it first: ours is a duplicate.
             with contextlib.suppress(FileNotFoundError):
                 self._ops.unlink(path)
@@ -399,27 +399,31 @@ class DiskObjectStore:
     def adopt_many(self, items: Iterable[tuple[Multihash, Path, bytes]]) -> None:
         """See `ObjectStore.adopt_many`; every path a `quarantine_path` of this store.
 
-        The order of `fsutil.publish_many`: every file's mode, one data flush for all,
-        the renames, one directory fsync.
+        The order of `fsutil.publish_many`: every file's mode (unless its writer created
+        it with `OBJECT_MODE`: a pull's blocks), one data flush for all, the renames,
+        one directory fsync.
 
         Raises:
             What `adopt` raises.
         """
         checked = [(h, *self._adoptable(h, path, digest)) for h, path, digest in items]
         publish: dict[Path, Path] = {}  # final -> quarantine
-        for h, path, size in checked:
+        for h, path, st in checked:
             final = self.path_of(h)
-            if final in publish or self._refresh_existing(final, size):
+            if final in publish or self._refresh_existing(final, st.st_size):
                 # Stored already (by another writer, or earlier in this batch).
                 with contextlib.suppress(FileNotFoundError):
                     self._ops.unlink(path)
                 continue
-            self._ops.chmod(path, OBJECT_MODE)
+            if stat.S_IMODE(st.st_mode) != OBJECT_MODE:
+                self._ops.chmod(path, OBJECT_MODE)
             publish[final] = path
         publish_many(self.root, [(q, final) for final, q in publish.items()], ops=self._ops)
 
-    def _adoptable(self, expected: Multihash, path: Path, digest: bytes) -> tuple[Path, int]:
-        """``path`` and its size, once it may be adopted as ``expected`` (see `adopt`)."""
+    def _adoptable(
+        self, expected: Multihash, path: Path, digest: bytes
+    ) -> tuple[Path, os.stat_result]:
+        """``path`` and its ``lstat``, once it may be adopted as ``expected`` (see `adopt`)."""
         require_object_hash(expected)
         _check_digest(expected, digest)
         path = Path(path)
@@ -429,7 +433,7 @@ class DiskObjectStore:
         if not stat.S_ISREG(st.st_mode):
             raise UnsafePath(f"{path} is not a regular file")
         _check_size(st.st_size, self._max_object_size)
-        return path, st.st_size
+        return path, st
 
     def _refresh_existing(self, path: Path, size: int) -> bool:
         """If a sound copy of the object is present, refresh its mtime and return True.
