@@ -427,11 +427,18 @@ def _blocks_since(
     return out
 
 
-def _open_input(ws: Workspace, did: DatasetId) -> tuple[str, Dataset]:
+def _open_input(
+    ws: Workspace, did: DatasetId, reader: str, name: str | None
+) -> tuple[str, Dataset]:
+    """An input of ``reader``'s transform, which calls it ``name`` (its query alias)."""
     try:
         entry = ws.resolve(did)
-    except (DatasetNotFound, InvalidAlias, FbsError) as e:
-        raise InputNotReady(f"transform input {did} is not in this workspace: {e}") from None
+    except (DatasetNotFound, InvalidAlias, FbsError):
+        called = f"{name} ({did})" if name else str(did)
+        raise InputNotReady(
+            f"{reader}: transform input {called} is not in this workspace (deleted, or never "
+            "pulled: `odf pull` its DID or URL)"
+        ) from None
     return entry.alias, ws.get(entry.id)
 
 
@@ -463,7 +470,7 @@ def plan_transform(
     inputs: list[InputPlan] = []
     for tinput in set_transform.inputs:
         did = DatasetId.from_did(tinput.dataset_ref)
-        alias, input_ds = _open_input(ws, did)
+        alias, input_ds = _open_input(ws, did, entry.alias, tinput.alias)
         input_state = input_ds.state()
         if input_state is None:
             raise InputNotReady(f"transform input {alias} has no blocks")
@@ -849,7 +856,7 @@ def derivative_order(ws: Workspace, ref: str | DatasetId) -> list[DatasetId]:
         visiting.add(did)
         for tinput in state.transform.inputs:
             input_did = DatasetId.from_did(tinput.dataset_ref)
-            input_alias, _ = _open_input(ws, input_did)
+            input_alias, _ = _open_input(ws, input_did, alias, tinput.alias)
             visit(input_did, input_alias)
         visiting.discard(did)
         done.add(did)

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from fbs.model import DatasetKind, DatasetSnapshot
-from node.cli_util import EXIT_CONFLICT, EXIT_OK
+from node.cli_util import EXIT_CONFLICT, EXIT_NOT_FOUND, EXIT_OK
 from node.dependents import uses_from_outside, with_downstream
 from storage.workspace import Workspace
 from tests.node.conftest import add_derivative
@@ -86,3 +86,14 @@ def test_dependents_of_a_set(chain: Path) -> None:
     order = [e.alias for e in with_downstream(ws, [ids["other"], ids["root"]])]
     assert order.index("top") < order.index("deriv") < order.index("root")
     assert order.index("top") < order.index("other") and len(order) == 4
+
+
+def test_a_pull_whose_input_is_gone_names_the_reader_and_the_input(chain: Path) -> None:
+    """A workspace from before the refusal (or edited by hand) can hold a dangling input."""
+    ws = Workspace.open(chain)
+    did = ws.resolve("root").id
+    ws.delete("root")  # the storage call: no dependents check at this level
+    r = _odf(chain, "pull", "deriv")
+    assert r.returncode == EXIT_NOT_FOUND, r.stdout + r.stderr
+    (line,) = r.stderr.splitlines()
+    assert line.startswith(f"odf: error: deriv: transform input root ({did.to_did_odf()}) is not")
