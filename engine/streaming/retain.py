@@ -60,11 +60,23 @@ def retain_rows(
     if not parts:
         return 0
     schema = parts[-1].schema
-    table = pa.concat_tables(
-        [p.select(schema.names).cast(schema) if p.schema != schema else p for p in parts]
-    )
+    table = pa.concat_tables([_conform(p, schema) for p in parts])
     pq.write_table(table, folder / RETAINED_FILE, compression="snappy")
     return int(table.num_rows)
+
+
+def _conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
+    """``table`` in ``schema``: the input's schema may have evolved since rows were retained,
+    so a column added since is null for them and one dropped since is left out."""
+    if table.schema == schema:
+        return table
+    columns = [
+        table.column(f.name).cast(f.type)
+        if f.name in table.column_names
+        else pa.nulls(table.num_rows, f.type)
+        for f in schema
+    ]
+    return pa.Table.from_arrays(columns, schema=schema)
 
 
 def _read(path: str | Path, inp: TransformRequestInput, cutoff_us: int | None) -> pa.Table:

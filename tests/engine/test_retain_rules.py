@@ -206,3 +206,17 @@ def test_a_file_wholly_before_the_cutoff_gives_no_rows_in_its_schema(tmp_path: P
     assert pq.read_table(out / RETAINED_FILE).schema.names == ["offset", "op", "event_time"]
     assert retain_rows(_input([path]), _plan(path), [], out, cutoff_us=BASE_US) == 1
     assert _offsets(out) == [2]
+
+
+def test_rows_retained_before_a_column_was_added_get_it_as_null(tmp_path: Path) -> None:
+    """The input's schema gained a column (and lost one) since rows were retained: those rows
+    are written in the new schema, the added column null for them, the dropped one gone.
+    (It raised KeyError: a stateful query over an input whose schema evolved failed on its
+    next run; found by mutation testing, issue 19.)"""
+    old = _rows(tmp_path / "old.parquet", [0], [BASE_US], gone=pa.array([1], pa.int64()))
+    new = _rows(tmp_path / "new.parquet", [1], [BASE_US], w=pa.array(["x"], pa.string()))
+    out = tmp_path / "input-0"
+    assert retain_rows(_input([new]), _plan(new), [old], out, cutoff_us=None) == 2
+    table = pq.read_table(out / RETAINED_FILE)
+    assert table.schema.names == ["offset", "op", "event_time", "w"]
+    assert table.column("w").to_pylist() == [None, "x"]
