@@ -850,11 +850,14 @@ def push_input_key(
     for part in (source_name, input_format or ""):
         data = part.encode()
         h.update(len(data).to_bytes(8, "little") + data)
+    # One buffer read into again and again: no new bytes object per chunk.
+    buffer = bytearray(_INPUT_KEY_CHUNK)
+    view = memoryview(buffer)
     for path in paths:
         h.update(path.stat().st_size.to_bytes(8, "little"))
-        with path.open("rb") as f:
-            while chunk := f.read(_INPUT_KEY_CHUNK):
-                h.update(chunk)
+        with path.open("rb", buffering=0) as f:
+            while n := f.readinto(buffer):
+                h.update(view[:n])
     return prefix + h.hexdigest()
 
 
