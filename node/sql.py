@@ -255,10 +255,26 @@ def _with_tables(root: Path, query: str, work: Path, run: Callable[[list[StagedT
         return run(staged)
     except InvalidQuery as e:
         message = str(e).lower()
+        if not any(m in message for m in _MISSING_TABLE):
+            raise
+        _refuse_empty(mentioned, staged, message)
         rest = [d for d in entries(root) if d not in mentioned]
-        if not rest or not any(m in message for m in _MISSING_TABLE):
+        if not rest:
             raise
     return run(staged + _stage(root, rest, work, first=len(mentioned)))
+
+
+def _refuse_empty(
+    mentioned: Sequence[DatasetEntry], staged: list[StagedTable], message: str
+) -> None:
+    """A missing table that is a dataset with nothing in it yet (no schema: no table to
+    register) is said so, not as the engine's "table not found"."""
+    have = {t.alias for t in staged}
+    for entry in mentioned:
+        if entry.alias not in have and entry.alias.lower() in message:
+            raise InvalidQuery(
+                f"dataset {entry.alias} has no data yet (nothing ingested or pulled into it)"
+            )
 
 
 def _quote(name: str) -> str:

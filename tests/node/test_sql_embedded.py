@@ -229,3 +229,15 @@ def test_cli_embedded_path_imports_no_engine_or_pandas(two_datasets: Workspace) 
         cwd=Path(__file__).resolve().parents[2],
     )
     assert r.stdout.splitlines()[-1] == "HEAVY [] 0", r.stdout + r.stderr
+
+
+def test_a_dataset_with_nothing_in_it_is_named_not_a_missing_table(tmp_path: Path) -> None:
+    from fbs.model import DatasetKind, DatasetSnapshot
+    from node.sql import run_embedded
+
+    ws = Workspace.init(tmp_path / "project")
+    ws.add_snapshot(DatasetSnapshot(name="my.empty", kind=DatasetKind.Root, metadata=()))
+    with pytest.raises(InvalidQuery, match=r"^dataset my\.empty has no data yet"):
+        run_embedded(ws.root, "SELECT * FROM `my.empty`")
+    with pytest.raises(InvalidQuery, match="not found"):  # not a dataset: the engine's words
+        run_embedded(ws.root, "SELECT * FROM nothing")
