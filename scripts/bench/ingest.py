@@ -22,12 +22,16 @@
    (the changelog grows, the live state does not).
 4. Memory bounded by the batch size: peak RSS of an Append ingest of a file
    (``--memory-rows``) and of one 4x larger (ratio close to 1 means bounded).
+5. Where the CPU goes (``--threads-rows``, default 10M): one in-process Append ingest,
+   CPU seconds by thread (parse, logical hash, Parquet encoding, input key, the rest):
+   the work a 2-core machine has to share, against pyarrow's whole run in part 1.
 
 Every measurement runs in a fresh child process so peak RSS (``ru_maxrss``) is its own.
 
 Usage: ``python scripts/bench/ingest.py [--e2e-rows N [N ...]] [--e2e-repeat K]
 [--duckdb-python PY] [--rows N [N ...]] [--repeat K] [--memory-rows N] [--snapshot-rows N]
-[--snapshot-history K] [--skip e2e|append|memory|snapshot ...] [--workdir DIR]``
+[--snapshot-history K] [--threads-rows N] [--skip e2e|append|memory|snapshot|threads ...]
+[--workdir DIR]``
 """
 
 from __future__ import annotations
@@ -382,6 +386,88 @@ def child_setup(csv: str, work: str) -> dict[str, Any]:
 
 CHILDREN["setup"] = child_setup
 
+#: Seconds between two samples of the threads' CPU times (`child_threads`).
+THREAD_SAMPLE_S = 0.02
+
+
+def _thread_cpu(tid: str) -> float | None:
+    """User + system CPU seconds of one thread of this process (None: it is gone)."""
+    try:
+        with open(f"/proc/self/task/{tid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def child_threads(csv: str, work: str) -> dict[str, Any]:
+    """An in-process Append ingest (as the CLI runs it) and its CPU seconds by thread.
+
+    Threads are sampled every `THREAD_SAMPLE_S` (a thread's last sample counts); Python
+    threads by name (``ingest-read``: parse and convert; ``slice-hash``: logical hash and
+    SHA3 of the file; ``slice-encode``: Parquet; ``input-key``: SHA-256 of the input),
+    the rest (Arrow's thread pool, jemalloc) as ``arrow pool/other``.
+    """
+    import threading
+
+    from fbs.model import MergeStrategyAppend
+    from node.ingest.memory import use_ingest_memory_pool
+    from node.ingest.pipeline import ingest
+
+    use_ingest_memory_pool()
+    ds = _dataset(work, MergeStrategyAppend())
+    names: dict[str, str] = {}
+    last: dict[str, float] = {}
+    done = threading.Event()
+
+    def sample() -> None:
+        while True:
+            for t in threading.enumerate():
+                if t.native_id is not None:
+                    names.setdefault(str(t.native_id), t.name.split("_")[0])
+            for tid in os.listdir("/proc/self/task"):
+                cpu = _thread_cpu(tid)
+                if cpu is not None:
+                    last[tid] = cpu
+            if done.wait(THREAD_SAMPLE_S):
+                return
+
+    sampler = threading.Thread(target=sample, name="sampler")
+    before = {tid: _thread_cpu(tid) or 0.0 for tid in os.listdir("/proc/self/task")}
+    sampler.start()
+    t0, c0 = time.perf_counter(), time.process_time()
+    ingest(ds, [Path(csv)], workdir=Path(work))
+    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+    done.set()
+    sampler.join()
+    by_thread: dict[str, float] = {}
+    for tid, seconds in last.items():
+        name = names.get(tid, "arrow pool/other")
+        if name == "sampler":
+            continue
+        by_thread[name] = by_thread.get(name, 0.0) + seconds - before.get(tid, 0.0)
+    return {"seconds": wall, "cpu": cpu, "threads": by_thread}
+
+
+CHILDREN["threads"] = child_threads
+
+
+def bench_threads(base: Path, rows: int) -> None:
+    """Where an Append ingest's CPU goes, by thread (one in-process run)."""
+    csv = base / f"threads-{rows}.csv"
+    make_csv(csv, rows)
+    r = run_child("threads", csv, base / f"threads-{rows}")
+    csv.unlink()
+    shutil.rmtree(base / f"threads-{rows}", ignore_errors=True)
+    split = ", ".join(
+        f"{k} {v:.2f}" for k, v in sorted(r["threads"].items(), key=lambda kv: -kv[1])
+    )
+    print(
+        f"[threads] {rows:,}-row Append ingest in process: {r['seconds']:.2f} s wall, "
+        f"{r['cpu']:.2f} CPU-s"
+    )
+    print(f"  CPU-s by thread: {split}")
+
 
 def run_child(task: str, csv: Path, work: Path) -> dict[str, Any]:
     out = subprocess.run(
@@ -508,7 +594,13 @@ def main() -> None:
         "--snapshot-history", type=int, default=4, help="further snapshots (history growth)"
     )
     p.add_argument(
-        "--skip", nargs="*", default=[], choices=["e2e", "append", "memory", "snapshot"]
+        "--skip",
+        nargs="*",
+        default=[],
+        choices=["e2e", "append", "memory", "snapshot", "threads"],
+    )
+    p.add_argument(
+        "--threads-rows", type=int, default=10_000_000, help="rows of the CPU-by-thread run"
     )
     p.add_argument("--workdir", type=Path, default=None)
     p.add_argument("--child", nargs=3, metavar=("TASK", "CSV", "WORK"), help=argparse.SUPPRESS)
@@ -530,6 +622,8 @@ def main() -> None:
             bench_memory(base, args.memory_rows or args.rows[0])
         if "snapshot" not in args.skip:
             bench_snapshot(base, args.snapshot_rows, args.snapshot_history)
+        if "threads" not in args.skip:
+            bench_threads(base, args.threads_rows)
     finally:
         shutil.rmtree(base, ignore_errors=True)
 
