@@ -79,6 +79,7 @@ from p2p.receive import (
 from storage.chain import ChainState
 from storage.dataset import Dataset
 from storage.errors import DatasetExists, DatasetNotFound, StorageError
+from storage.fsutil import pending_name
 from storage.layout import DatasetLayout
 from storage.object_store import DiskObjectStore
 from storage.staging import open_staging, staging_lock
@@ -478,17 +479,17 @@ async def _fetch_object(
             raise PeerUnavailable(f"no source left that serves {job.kind} object {job.hash}")
         tried.add(i)
         # No await between pick and in_flight: the next pick must see this one.
-        quarantine = store.quarantine_path()
+        # The store's directory exists (`_fetch_objects`): a fresh name, no lstat.
+        quarantine = store.root / pending_name()
         sources.in_flight[i] += 1
         kept = False
         try:
             digest = await sources.all[i].get_object(
                 job.kind, job.hash, quarantine, expected_size=job.size
             )
-            if digest is None:  # hashed here, off the event loop
-                digest = await asyncio.to_thread(check_object, job, quarantine, None)
-            else:  # a stat and a comparison
-                check_object(job, quarantine, digest)
+            # Off the event loop, even when only a stat is left: on a busy disk a stat
+            # takes a millisecond, and the loop serves every other download.
+            digest = await asyncio.to_thread(check_object, job, quarantine, digest)
             checked.add(store, job, quarantine, digest)
             kept = True
         except PeerMisbehaved as e:
@@ -507,6 +508,11 @@ async def _fetch_object(
         return
 
 
+def _not_stored(layout: DatasetLayout, jobs: Sequence[ObjectJob]) -> list[ObjectJob]:
+    """The jobs whose object ``layout`` does not hold with the declared size."""
+    return [job for job in jobs if stored_size(layout, job) != job.size]
+
+
 async def _fetch_objects(
     layout: DatasetLayout,
     blocks: Sequence[ReceivedBlock],
@@ -515,12 +521,9 @@ async def _fetch_objects(
     say: Callable[[str], None],
 ) -> None:
     """Store every object the new blocks name that ``layout`` does not hold yet."""
-    todo = []
-    for job in object_jobs(b.block for b in blocks):
-        if stored_size(layout, job) == job.size:
-            result.objects_present += 1
-        else:
-            todo.append(job)
+    jobs = object_jobs(b.block for b in blocks)
+    todo = await asyncio.to_thread(_not_stored, layout, jobs)  # a stat each: off the loop
+    result.objects_present += len(jobs) - len(todo)
     say(f"fetching {len(todo)} object(s) ({sum(j.size for j in todo)} bytes)")
     if not todo:
         return
@@ -532,6 +535,8 @@ async def _fetch_objects(
         if callable(expect):
             expect(todo)
     stores = {kind: object_store(layout, kind) for kind in ("data", "checkpoint")}
+    for kind in {job.kind for job in todo}:
+        await asyncio.to_thread(stores[kind].quarantine_path)  # creates its directory
     # Checked objects are named in batches (one flush each), not one by one.
     checked = CheckedObjects(ADOPT_BATCH_BYTES)
     naming = asyncio.Lock()
