@@ -387,6 +387,7 @@ class RunStats:
     rss: int
     rss_peak: int
     spark_jobs: int
+    spark_stages: int
     compiles: int
     phases: dict[str, float] = field(default_factory=dict)
     threads: dict[str, float] = field(default_factory=dict)
@@ -411,6 +412,16 @@ def last_job_id(spark: SparkSession) -> int:
     """The highest Spark job ID so far (-1: none): job IDs are consecutive."""
     ids = spark.sparkContext.statusTracker().getJobIdsForGroup()
     return max(ids, default=-1)
+
+
+def stage_count(spark: SparkSession, job_ids: range) -> int:
+    """Stages of the jobs ``job_ids`` (as Spark's status tracker lists them)."""
+    tracker = spark.sparkContext.statusTracker()
+    stages: set[int] = set()
+    for job in job_ids:
+        info = tracker.getJobInfo(job)
+        stages.update(info.stageIds if info is not None else ())
+    return len(stages)
 
 
 def _mb(n: float) -> str:
@@ -447,6 +458,7 @@ def engine_run(
     threads = {k: after[k] - threads.get(k, 0.0) for k in after}
     phases = timer.take()
     jobs = last_job_id(spark) - first_job
+    stages = stage_count(spark, range(first_job + 1, first_job + 1 + jobs))
     compiles = memory.codegen_compiles() - compiles
     if not isinstance(result, TransformResponseSuccess):
         raise SystemExit(f"engine run failed: {result}")
@@ -472,6 +484,7 @@ def engine_run(
         rss=rss,
         rss_peak=rss_peak,
         spark_jobs=jobs,
+        spark_stages=stages,
         compiles=compiles,
         phases=phases,
         threads=threads,
@@ -739,7 +752,11 @@ def bench_session(
     print_phases(stats, one)
     print_thread_cpu(stats, one)
     jobs = sum(s.spark_jobs for s in stats) / len(stats)
-    print(f"  Spark jobs per incremental run: {jobs:.1f}; one engine run (a): {one.spark_jobs}")
+    stages = sum(s.spark_stages for s in stats) / len(stats)
+    print(
+        f"  Spark jobs (stages) per incremental run: {jobs:.1f} ({stages:.1f}); one engine run "
+        f"(a): {one.spark_jobs} ({one.spark_stages})"
+    )
     print(
         "  generated classes compiled per incremental run (0: the run reused the code of "
         "the previous ones): " + ", ".join(str(s.compiles) for s in stats)
