@@ -33,7 +33,8 @@ as midnight UTC), unless set explicitly (`pull` with ``set_watermark``), which c
 watermark-only ``AddData`` and must not move the watermark back.
 
 Memory: Append without preprocess streams record batches straight into the slice
-writer (bounded by two Parquet row groups, see `node.ingest.writer`). Other strategies
+writer (bounded by two Parquet row groups, see `node.ingest.writer`), read on a thread
+at most `node.ingest.prefetch.PREFETCH_ITEMS` batches ahead. Other strategies
 and preprocess hold the new input in memory; keyed strategies also load the needed
 columns of the existing slices to derive the current state.
 """

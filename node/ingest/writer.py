@@ -16,8 +16,9 @@ abandon for plain pages anyway. kamu writes plain pages except for ``op`` and
 (tests/engine/test_arrow_rs_compat.py).
 
 `SliceWriter` streams record batches (memory bounded by two row groups: one gathered
-while the previous one is encoded; 333 MiB peak RSS for the CLI ingest of the
-benchmark's 10M-row CSV); `write_slice` writes one table. Both return a `WrittenSlice`
+while the previous one is encoded, and `HASH_QUEUE_TABLES` batches waiting for the
+hash; 376 MiB peak RSS for the CLI ingest of the benchmark's 10M-row CSV, with the
+pipeline's read-ahead); `write_slice` writes one table. Both return a `WrittenSlice`
 carrying the logical hash and the physical hash and size (SHA3 of the bytes as the
 Parquet writer emits them, as `storage.hashing.physical_hash_file` would compute on the
 file).
