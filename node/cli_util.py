@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from storage.workspace import Workspace
 
-# The error contract (`node.cli.report_error`): 1 only for bugs; every other failure is
+# The error contract (`node.error_contract.report_error`): 1 only for bugs; every other failure is
 # one ``odf: error: ...`` line and one of the codes below. A damaged workspace (object
 # or chain that no longer matches its name/metadata, lost or garbled refs/head, data
 # file no longer Parquet) is 5 with a hint to run ``odf verify``; a referenced object

@@ -166,8 +166,8 @@ def _one_statement(args: argparse.Namespace) -> Callable[[str], pa.Table]:
 
 def _said(error: BaseException) -> bool:
     """Write a statement's error as the CLI would; False for a bug (exit 1 material)."""
-    from node.cli import exit_code_for, report_error
     from node.cli_util import EXIT_INTERNAL
+    from node.error_contract import exit_code_for, report_error
 
     if exit_code_for(error) == EXIT_INTERNAL and not isinstance(error, OSError):
         return False

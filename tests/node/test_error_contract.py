@@ -28,7 +28,7 @@ import pytest
 from engine.errors import EngineTimeout, EngineUnavailable
 from fbs.model import AddData, ExecuteTransform, MetadataBlock, SetDataSchema, SetTransform
 from fbs.multiformats import Multihash
-from node import cli
+from node import cli, error_contract
 from node.cli_util import (
     EXIT_INTERNAL,
     EXIT_INVALID,
@@ -320,7 +320,7 @@ def test_user_files_are_invalid_input_not_damage(tmp_path: Path) -> None:
 
 
 def test_bugs_still_exit_1() -> None:
-    assert cli.exit_code_for(RuntimeError("a bug")) == EXIT_INTERNAL
+    assert error_contract.exit_code_for(RuntimeError("a bug")) == EXIT_INTERNAL
 
 
 # -- exit codes of real processes: engine, add, replay, delete ---------------------------------
@@ -438,7 +438,7 @@ def test_replay_reads_the_previous_checkpoint_verified(derivative: Path, tmp_pat
             engine=cast("EngineClient", _NoEngine()),
         )
     assert caught.value.kind == "checkpoint"
-    assert cli.exit_code_for(caught.value) == EXIT_VERIFY_FAILED
+    assert error_contract.exit_code_for(caught.value) == EXIT_VERIFY_FAILED
 
 
 def test_full_verify_with_a_damaged_checkpoint_exits_5(derivative: Path, tmp_path: Path) -> None:
