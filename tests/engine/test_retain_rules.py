@@ -220,3 +220,92 @@ def test_rows_retained_before_a_column_was_added_get_it_as_null(tmp_path: Path) 
     table = pq.read_table(out / RETAINED_FILE)
     assert table.schema.names == ["offset", "op", "event_time", "w"]
     assert table.column("w").to_pylist() == [None, "x"]
+
+
+def test_retained_rows_before_the_cutoff_are_dropped(tmp_path: Path) -> None:
+    """The cut-off applies to the previously retained rows too, row by row: a row group that
+    reaches the cut-off is read, and its rows before it are dropped."""
+    old = tmp_path / "old.parquet"
+    pq.write_table(
+        pa.table(
+            {
+                "offset": pa.array([0, 1], pa.int64()),
+                "event_time": pa.array([BASE_US - 1, BASE_US + 1], pa.timestamp("us", tz="UTC")),
+            }
+        ),
+        old,
+    )
+    s = _rows(tmp_path / "s.parquet", [2], [BASE_US])
+    out = tmp_path / "input-0"
+    assert retain_rows(_input([s]), _plan(s), [old], out, cutoff_us=BASE_US) == 2
+    assert _offsets(out) == [1, 2]
+
+
+@pytest.mark.parametrize("unit", ["ms", "us"])
+def test_read_skips_exactly_the_row_groups_that_end_before_the_cutoff(
+    tmp_path: Path, unit: str
+) -> None:
+    """The pruning itself (module docstring): the row groups whose event-time maximum is
+    before the cut-off are not read, all others are; with every group kept the file is read
+    whole, with none an empty table of its schema. The event time may be the first column."""
+    from engine.streaming.retain import _read
+
+    per = {"ms": 1_000, "us": 1}[unit]
+    c = BASE_US // per
+    path = tmp_path / "s.parquet"
+    pq.write_table(
+        pa.table(
+            {
+                "event_time": pa.array([c - 2, c - 1, c, c + 1], pa.timestamp(unit, tz="UTC")),
+                "offset": pa.array([0, 1, 2, 3], pa.int64()),
+            }
+        ),
+        path,
+        row_group_size=1,
+    )
+    inp = _input([path])
+
+    def offsets(cutoff_us: int | None) -> list[int]:
+        got: list[int] = _read(path, inp, cutoff_us).column("offset").to_pylist()
+        return got
+
+    assert offsets(c * per) == [2, 3]
+    assert offsets((c - 1) * per) == [1, 2, 3]
+    assert offsets((c - 2) * per) == [0, 1, 2, 3]
+    assert offsets(None) == [0, 1, 2, 3]
+    assert offsets((c + 2) * per) == []
+    assert _read(path, inp, (c + 2) * per).schema.names == ["event_time", "offset"]
+
+
+def test_only_a_top_level_timestamp_event_time_prunes(tmp_path: Path) -> None:
+    """Statistics prune only for an event-time column that is a top-level timestamp: an
+    integer column of that name, or none, reads every row group."""
+    from engine.streaming.retain import _event_time_field
+
+    ts = pa.timestamp("ms", tz="UTC")
+    assert _event_time_field(pa.schema([("event_time", ts)]), "event_time") == (0, "ms")
+    assert _event_time_field(pa.schema([("a", pa.int64()), ("event_time", ts)]), "event_time") == (
+        1,
+        "ms",
+    )
+    assert _event_time_field(pa.schema([("event_time", pa.int64())]), "event_time") is None
+    assert _event_time_field(pa.schema([("other", ts)]), "event_time") is None
+
+
+def test_a_row_group_of_null_event_times_is_read_not_skipped(tmp_path: Path) -> None:
+    """A row group whose event times are all null has statistics without a minimum or
+    maximum: it proves nothing, so it is read (its rows, null, then fail the cut-off)."""
+    path = tmp_path / "s.parquet"
+    pq.write_table(
+        pa.table(
+            {
+                "offset": pa.array([0, 1], pa.int64()),
+                "event_time": pa.array([None, BASE_US], pa.timestamp("us", tz="UTC")),
+            }
+        ),
+        path,
+        row_group_size=1,
+    )
+    out = tmp_path / "input-0"
+    assert retain_rows(_input([path]), _plan(path), [], out, cutoff_us=BASE_US) == 1
+    assert _offsets(out) == [1]
