@@ -70,6 +70,17 @@ DEFAULT_TESTS: dict[str, list[str]] = {
         "tests/engine/test_rewrite_rules.py",
         "tests/engine/test_rewrite.py",
     ],
+    # The retained rows and the state file: pure pyarrow and JSON.
+    "engine/streaming/retain.py": [
+        "tests/engine/test_retain_rules.py",
+        "tests/engine/test_retain.py",
+        "tests/engine/test_execute_rules.py",
+    ],
+    "engine/streaming/state.py": [
+        "tests/engine/test_state_rules.py",
+        "tests/engine/test_rewrite.py",
+        "tests/engine/test_execute_rules.py",
+    ],
     # The executor needs Spark: its pure parts first, then the stateful tests on a local
     # SparkSession in mutmut's own process (IN_PROCESS_SPARK), forked with it per mutant.
     "engine/streaming/execute.py": [
