@@ -21,14 +21,11 @@ time zone, intervals) goes to Spark's writer, as does an output whose size bound
 from __future__ import annotations
 
 import os
-import shutil
-import uuid
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
-from engine.errors import EngineInternalError
-from engine.parquet_merge import SequenceColumn, merge_parts
+from engine.parquet_merge import SequenceColumn, write_merged
 from engine.sql import write_single_parquet
 
 if TYPE_CHECKING:
@@ -127,27 +124,20 @@ def write_output(
     """
     if not collectable(df.schema, max_rows):
         return write_single_parquet(df, target, columns, spark_schema=spark_schema)
-    target_path = Path(target)
-    target_path.parent.mkdir(parents=True, exist_ok=True)
-    tmp_dir = target_path.parent / f".odf-engine-{uuid.uuid4().hex}"
-    try:
+
+    def write_parts(tmp_dir: Path) -> list[Path]:
         tmp_dir.mkdir()
         part = tmp_dir / "part-00000.parquet"
         _write_part(df, part)
-        merged = tmp_dir / "merged.parquet"
-        rows = merge_parts(
-            [part],
-            merged,
-            columns,
-            spark_schema_json=spark_schema.json(),
-            root_name=SPARK_ROOT_NAME,
-        )
-        os.replace(merged, target_path)
-        return rows
-    except OSError as e:
-        raise EngineInternalError(f"cannot write the output {target}: {e}") from None
-    finally:
-        shutil.rmtree(tmp_dir, ignore_errors=True)
+        return [part]
+
+    return write_merged(
+        target,
+        write_parts,
+        columns,
+        spark_schema_json=spark_schema.json(),
+        root_name=SPARK_ROOT_NAME,
+    )
 
 
 def _write_part(df: DataFrame, path: Path) -> None:

@@ -30,8 +30,10 @@ from __future__ import annotations
 import errno
 import os
 import re
+import shutil
 import struct
-from collections.abc import Sequence
+import uuid
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final, Literal
@@ -371,6 +373,41 @@ def merge_parts(
         return _merge(parts, target, columns, spark_schema_json, root_name)
     except ThriftError as e:  # a footer whose fields have unexpected types
         raise EngineInternalError(f"bad Parquet footer in a part file: {e}") from None
+
+
+def write_merged(
+    target: str | os.PathLike[str],
+    write_parts: Callable[[Path], Sequence[Path]],
+    columns: Sequence[SequenceColumn | int],
+    *,
+    spark_schema_json: str | None = None,
+    root_name: str | None = None,
+) -> int:
+    """Write the one file ``target`` from parts staged next to it; return its row count.
+
+    ``write_parts`` gets a fresh staging directory beside ``target`` (same filesystem, so
+    the final rename is atomic) and returns the part files it wrote there, in row order;
+    they are joined by `merge_parts` and the result replaces ``target``. The staging
+    directory is removed whatever happens, so a failed write leaves nothing behind.
+
+    Raises:
+        EngineInternalError: as `merge_parts`, or when a file cannot be written or moved.
+    """
+    target_path = Path(target)
+    target_path.parent.mkdir(parents=True, exist_ok=True)
+    tmp_dir = target_path.parent / f".odf-engine-{uuid.uuid4().hex}"
+    try:
+        parts = write_parts(tmp_dir)
+        merged = tmp_dir / "merged.parquet"
+        rows = merge_parts(
+            parts, merged, columns, spark_schema_json=spark_schema_json, root_name=root_name
+        )
+        os.replace(merged, target_path)
+        return rows
+    except OSError as e:
+        raise EngineInternalError(f"cannot write the output {target}: {e}") from None
+    finally:
+        shutil.rmtree(tmp_dir, ignore_errors=True)
 
 
 def _merge(

@@ -11,14 +11,12 @@
 from __future__ import annotations
 
 import os
-import shutil
-import uuid
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
-from engine.errors import EngineInternalError, InvalidQuery
-from engine.parquet_merge import SequenceColumn, merge_parts, part_files
+from engine.errors import InvalidQuery
+from engine.parquet_merge import SequenceColumn, part_files, write_merged
 from engine.spark import ENGINE_NAME
 from fbs.model.source import SqlQueryStep, TransformSql
 
@@ -148,21 +146,14 @@ def write_single_parquet(
     Raises:
         EngineInternalError: if the parts cannot be merged or moved into place.
     """
-    target_path = Path(target)
-    target_path.parent.mkdir(parents=True, exist_ok=True)
-    tmp_dir = target_path.parent / f".odf-engine-{uuid.uuid4().hex}"
-    try:
+
+    def write_parts(tmp_dir: Path) -> list[Path]:
         df.write.mode("errorifexists").option("compression", "snappy").parquet(str(tmp_dir))
-        merged = tmp_dir / "merged.parquet"
-        rows = merge_parts(
-            part_files(tmp_dir),
-            merged,
-            list(range(len(df.columns))) if columns is None else columns,
-            spark_schema_json=None if spark_schema is None else spark_schema.json(),
-        )
-        os.replace(merged, target_path)
-        return rows
-    except OSError as e:
-        raise EngineInternalError(f"cannot write the output {target}: {e}") from None
-    finally:
-        shutil.rmtree(tmp_dir, ignore_errors=True)
+        return part_files(tmp_dir)
+
+    return write_merged(
+        target,
+        write_parts,
+        list(range(len(df.columns))) if columns is None else columns,
+        spark_schema_json=None if spark_schema is None else spark_schema.json(),
+    )
