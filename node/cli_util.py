@@ -33,7 +33,13 @@ WORKSPACE_ENV = "ODF_WORKSPACE"
 
 
 def err(msg: str) -> None:
-    """Print ``odf: error: <msg>`` on stderr (the one error line every command prints)."""
+    """Print ``odf: error: <msg>`` on stderr (the one error line every command prints).
+
+    A message that spans lines (a library's error text) is joined into one: scripts read
+    exactly one line per failure.
+    """
+    if "\n" in msg or "\r" in msg:
+        msg = "; ".join(line.strip() for line in msg.splitlines() if line.strip())
     sys.stderr.write(f"odf: error: {msg}\n")
 
 

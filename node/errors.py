@@ -5,6 +5,7 @@ Tree::
     OdfError (fbs.errors)
     └── NodeError
         ├── UsageError         a command line or argument that cannot be acted on
+        │   └── AmbiguousRemote   several pull/push aliases and no URL given
         ├── VerificationFailed a dataset failed verification (report attached)
         ├── TransformError     a derivative dataset cannot be brought up to date
         │   ├── NotDerivative          the dataset has no SetTransform
@@ -35,6 +36,10 @@ class NodeError(OdfError):
 
 class UsageError(NodeError, ValueError):
     """A command or argument that cannot be acted on."""
+
+
+class AmbiguousRemote(UsageError):
+    """A dataset with several pull (or push) aliases, pulled or pushed without a URL."""
 
 
 class VerificationFailed(NodeError):

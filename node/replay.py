@@ -207,9 +207,12 @@ def _input_plans(
         if did not in histories:
             try:
                 entry = ws.resolve(did)
-            except (DatasetNotFound, InvalidAlias, FbsError) as e:
+            except (DatasetNotFound, InvalidAlias, FbsError):
+                called = f"{tinput.alias} ({did})" if tinput.alias else str(did)
                 raise InputNotReady(
-                    f"transform input {did} is not in this workspace: {e}"
+                    f"transform input {called} is not in this workspace: a replay needs "
+                    "every input (`odf pull` its DID or URL; `odf verify --integrity` checks "
+                    "this dataset without replaying it)"
                 ) from None
             histories[did] = _History(ws.get(entry.id))
         hist = histories[did]

@@ -116,6 +116,10 @@ class InvalidAlias(DatasetError, ValueError):
     """Not a valid dataset alias (hostname-like segments)."""
 
 
+class InvalidDatasetConfig(DatasetError, ValueError):
+    """An ``info/config`` file (the remote aliases) that cannot be read."""
+
+
 class WorkspaceError(StorageError):
     """Base class of workspace errors."""
 

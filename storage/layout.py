@@ -8,6 +8,7 @@
       data/<hash>        data part files (name = physical hash)
       checkpoints/<hash> engine checkpoints (name = physical hash)
       info/alias         dataset alias text, trimmed on read
+      info/config        remote (pull / push) aliases, kamu's ``DatasetConfig`` manifest
 
 Unknown files anywhere are tolerated (older kamu versions wrote more of them).
 """
@@ -16,13 +17,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
-from storage.errors import InvalidAlias, UnsafePath
+from storage.errors import InvalidAlias, InvalidDatasetConfig, UnsafePath
 from storage.faults import DEFAULT_OPS, FsOps
 from storage.fsutil import FILE_MODE, atomic_write_bytes, ensure_dir, read_bytes_limited
 from storage.object_store import DEFAULT_MAX_OBJECT_SIZE, MAX_BLOCK_SIZE, DiskObjectStore
 from storage.refs import HEAD, DiskRefStore
+
+if TYPE_CHECKING:
+    from fbs.manifest.dataset_config import DatasetConfig
 
 REFS_DIR: Final = "refs"
 BLOCKS_DIR: Final = "blocks"
@@ -32,6 +36,9 @@ INFO_DIR: Final = "info"
 ALIAS_FILE: Final = "alias"
 #: Largest ``info/alias`` file a reader accepts.
 MAX_ALIAS_FILE_SIZE: Final = 1024
+CONFIG_FILE: Final = "config"
+#: Largest ``info/config`` file a reader accepts (a real one is ~100 bytes).
+MAX_CONFIG_FILE_SIZE: Final = 256 * 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,6 +132,54 @@ class DatasetLayout:
     def refs(self) -> DiskRefStore:
         """The ref store (``refs/``)."""
         return DiskRefStore(self.refs_dir, ops=self.ops)
+
+    @property
+    def config_path(self) -> Path:
+        """``info/config``: the dataset's remote aliases."""
+        return self.info_dir / CONFIG_FILE
+
+    def read_config(self) -> DatasetConfig:
+        """The remote aliases from ``info/config`` (none when the file does not exist).
+
+        Raises:
+            InvalidDatasetConfig: the file is too large, not a regular file, or not a
+                version-1 ``DatasetConfig`` manifest.
+        """
+        # Imported here: the manifest package pulls in the whole metadata model, which
+        # the commands that never read remote aliases (list, log) should not load.
+        from fbs.errors import ManifestError
+        from fbs.manifest.dataset_config import DatasetConfig, parse_dataset_config
+
+        try:
+            data = read_bytes_limited(self.config_path, MAX_CONFIG_FILE_SIZE)
+        except FileNotFoundError:
+            return DatasetConfig()
+        except UnsafePath as e:
+            raise InvalidDatasetConfig(str(e)) from None
+        if data is None:
+            raise InvalidDatasetConfig(
+                f"{self.config_path} is larger than {MAX_CONFIG_FILE_SIZE} bytes"
+            )
+        try:
+            return parse_dataset_config(data)
+        except ManifestError as e:
+            raise InvalidDatasetConfig(f"{self.config_path}: {e}") from None
+
+    def write_config(self, config: DatasetConfig) -> None:
+        """Durably replace ``info/config`` (creating ``info/`` if needed).
+
+        Raises:
+            InvalidDatasetConfig: an alias the file format cannot hold.
+        """
+        from fbs.errors import ManifestError
+        from fbs.manifest.dataset_config import dump_dataset_config
+
+        try:
+            text = dump_dataset_config(config)
+        except ManifestError as e:
+            raise InvalidDatasetConfig(str(e)) from None
+        ensure_dir(self.info_dir, ops=self.ops)
+        atomic_write_bytes(self.config_path, text.encode("utf-8"), mode=FILE_MODE, ops=self.ops)
 
     def read_alias(self) -> str | None:
         """The alias text from ``info/alias`` with surrounding whitespace trimmed.

@@ -216,7 +216,7 @@ def parse_yaml(data: str | bytes, limits: ManifestLimits = DEFAULT_MANIFEST_LIMI
     except ManifestError:
         raise  # a limit hit while composing
     except yaml.YAMLError as e:
-        raise ManifestError(f"invalid YAML: {e}") from None
+        raise ManifestError(f"invalid YAML: {_yaml_error_text(e)}") from None
     except (ValueError, TypeError, OverflowError, RecursionError) as e:
         # Defensive: PyYAML internals are not documented to raise only YAMLError.
         raise ManifestError(f"invalid YAML: {type(e).__name__}: {e}") from None
@@ -252,13 +252,29 @@ def parse_yaml_all(
     except ManifestError:
         raise
     except yaml.YAMLError as e:
-        raise ManifestError(f"invalid YAML: {e}") from None
+        raise ManifestError(f"invalid YAML: {_yaml_error_text(e)}") from None
     except (ValueError, TypeError, OverflowError, RecursionError) as e:
         raise ManifestError(f"invalid YAML: {type(e).__name__}: {e}") from None
     finally:
         if loader is not None:
             loader.dispose()
     return values
+
+
+def _yaml_error_text(error: yaml.YAMLError) -> str:
+    """PyYAML's error on one line: the place, then what is wrong there.
+
+    PyYAML's own text spans several lines (context, problem, a caret under a copy of
+    the line); an error a user reads is one line.
+    """
+    if isinstance(error, yaml.MarkedYAMLError):
+        mark = error.problem_mark or error.context_mark
+        parts = [error.context, error.problem]
+        what = ": ".join(p for p in parts if p) or type(error).__name__
+        if mark is not None:
+            return f"line {mark.line + 1}, column {mark.column + 1}: {what}"
+        return what
+    return " ".join(str(error).split())
 
 
 def _reject_constant(name: str) -> Any:

@@ -75,6 +75,10 @@ def cmd_pull(args: argparse.Namespace) -> int:
             state = all_ws.get(entry.id).state()
             if state is None:
                 continue
+            if all_ws.get(entry.id).layout.read_config().pull_aliases:
+                # A replica: updated from where it was pulled, before what reads it.
+                roots.append(entry.alias)
+                continue
             if state.kind == DatasetKind.Root and state.polling_source is None:
                 # A push-only root (data arrives by `odf ingest`) has nothing to poll: --all
                 # passes it by, as kamu does, instead of failing the whole run on it.
@@ -110,11 +114,17 @@ def cmd_pull(args: argparse.Namespace) -> int:
                 sources=[],
                 require_signed=args.require_signed,
                 quiet=args.no_progress,
+                no_alias=args.no_alias,
             )
             rc: int = remote._guard(remote.cmd_fetch)(ns)
         else:
             if ws is None:
                 ws = open_workspace(args)
+            replica = _pull_replica(args, ws, ref)
+            if replica is not None:
+                if replica != EXIT_OK:
+                    code = replica
+                continue
             state = ws.get(ref).state()
             if state is not None and state.kind == DatasetKind.Derivative:
                 if args.set_watermark is not None:
@@ -136,6 +146,37 @@ def cmd_pull(args: argparse.Namespace) -> int:
         if rc != EXIT_OK:
             code = rc
     return code
+
+
+def _pull_replica(args: argparse.Namespace, ws: Workspace, ref: str) -> int | None:
+    """Update ``ref`` from its pull alias, as kamu does; ``None`` if it has none.
+
+    A replica's data comes from where it was pulled: polling its source or running its
+    transform here would fork its history from the publisher's.
+    """
+    from node.commands import remote
+    from node.remote_aliases import remembered_remote
+
+    url = remembered_remote(ws, ref, "pull")
+    if url is None:
+        return None
+    if args.set_watermark is not None:
+        sys.stderr.write(
+            f"odf: error: {ref} is pulled from {url}: a watermark set here would fork its "
+            "history from the source's\n"
+        )
+        return EXIT_USAGE
+    ns = _ns(
+        args,
+        url=url,
+        as_alias=ws.resolve(ref).alias,
+        sources=[],
+        require_signed=args.require_signed,
+        quiet=args.no_progress,
+        no_alias=True,
+    )
+    rc: int = remote._guard(remote.cmd_fetch)(ns)
+    return rc
 
 
 def _warn_if_disputed(ws: Workspace, ref: str) -> None:
@@ -207,6 +248,7 @@ def _ns(args: argparse.Namespace, **values: Any) -> argparse.Namespace:
 
 def register(sub: Any) -> None:
     """Add ``pull`` to the top-level sub-parsers."""
+    from node.commands import remote
     from node.commands.ingest import _timestamp
 
     p = sub.add_parser(
@@ -247,3 +289,4 @@ def register(sub: Any) -> None:
         help="remote sources: refuse unless the head is signed by the dataset key",
     )
     p.add_argument("--no-progress", action="store_true", help="no progress display")
+    p.add_argument("--no-alias", action="store_true", help=remote.NO_PULL_ALIAS_HELP)

@@ -43,6 +43,11 @@ from node.remote_resolve import default_alias_for_url
 
 __all__ = ["default_alias_for_url", "is_own_node", "push_token", "register"]
 
+#: ``--no-alias`` of the commands that pull from a URL.
+NO_PULL_ALIAS_HELP = (
+    "do not remember the URL as the dataset's pull alias (where `odf pull DS` updates it from)"
+)
+
 
 def _guard(fn: Any) -> Any:
     """Map p2p errors to exit codes (node.cli maps the storage/fbs ones)."""
@@ -118,7 +123,12 @@ def cmd_fetch(args: argparse.Namespace) -> int:
 
     from node.commands.sync_report import report_sync
 
-    report_sync(asyncio.run(run()))
+    result = asyncio.run(run())
+    if not getattr(args, "no_alias", False):
+        from node.remote_aliases import remember_remote
+
+        remember_remote(ws, str(result.dataset_id), args.url, "pull")
+    report_sync(result)
     return EXIT_OK
 
 
@@ -186,20 +196,35 @@ def cmd_push(args: argparse.Namespace) -> int:
     from p2p.http_source import Unauthorized
 
     ws = open_workspace(args)
+    if args.to is None:
+        from node.remote_aliases import remembered_remote
+
+        args.to = remembered_remote(ws, args.dataset, "push")
+        if args.to is None:
+            err(f"{args.dataset} has no push alias: give the node with --to URL")
+            return EXIT_USAGE
     headers = bearer_headers(push_token(args, ws))
+    from p2p.smart_transfer.client import is_smart_url
+
+    # The push alias remembered is what repeats this push: for the smart protocol the
+    # dataset's URL on the node (so a later push needs no --as), else the node's URL.
+    destination = args.to
+    if is_smart_url(args.to):
+        destination = smart_dataset_url(
+            args.to, args.remote_alias or ws.resolve(args.dataset).alias
+        )
 
     async def run() -> Any:
         import aiohttp
 
         from p2p.http_source import push_dataset
-        from p2p.smart_transfer.client import is_smart_url, smart_push
+        from p2p.smart_transfer.client import smart_push
 
         async with aiohttp.ClientSession() as session:
             if is_smart_url(args.to):
-                url = smart_dataset_url(
-                    args.to, args.remote_alias or ws.resolve(args.dataset).alias
+                return await smart_push(
+                    ws, args.dataset, destination, session=session, headers=headers
                 )
-                return await smart_push(ws, args.dataset, url, session=session, headers=headers)
             return await push_dataset(
                 ws,
                 args.dataset,
@@ -216,6 +241,10 @@ def cmd_push(args: argparse.Namespace) -> int:
         err(f"{e} ({hint}: pass --token-file FILE, --token T or set ODF_NODE_TOKEN)")
         return EXIT_USAGE
 
+    if not args.no_alias:
+        from node.remote_aliases import remember_remote
+
+        remember_remote(ws, args.dataset, destination, "push")
     if result.blocks_pushed == 0:
         print(f"{args.dataset}: {result.remote_url} is up to date at {result.new_head}")
     else:
@@ -252,15 +281,21 @@ def register(sub: Any) -> None:
         help="refuse the fetch unless the head is signed by the dataset key",
     )
     p.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
+    p.add_argument("--no-alias", action="store_true", help=NO_PULL_ALIAS_HELP)
 
     p = sub.add_parser("push", help="push a dataset you own to a node (signed head)")
     p.set_defaults(func=_guard(cmd_push))
     p.add_argument("dataset", help="local dataset alias or DID")
     p.add_argument(
         "--to",
-        required=True,
         metavar="NODE_URL",
-        help="node URL, e.g. http://host:8080, or odf+http://host:8080[/NAME] (smart protocol)",
+        help="node URL, e.g. http://host:8080, or odf+http://host:8080[/NAME] (smart protocol); "
+        "default: the dataset's push alias (where it was pushed before)",
+    )
+    p.add_argument(
+        "--no-alias",
+        action="store_true",
+        help="do not remember --to as the dataset's push alias",
     )
     p.add_argument(
         "--as", dest="remote_alias", metavar="ALIAS", help="alias on the node if it is created"
