@@ -34,6 +34,7 @@ from fbs.manifest import (
     parse_yaml,
     to_plain,
 )
+from fbs.manifest.yamlio import parse_yaml_all
 from fbs.model import (
     METADATA_EVENT,
     TRANSFORM,
@@ -694,3 +695,24 @@ def test_multiline_strings_round_trip() -> None:
         loaded = load_event_yaml(text)
         assert isinstance(loaded, SetTransform) and isinstance(loaded.transform, TransformSql)
         assert loaded.transform.query == query, text
+
+
+@pytest.mark.parametrize(
+    ("text", "where"),
+    [
+        ("kind: [", "line 1, column 8"),
+        ("a: 1\na: 2\n", "line 2, column 1"),
+        ("a:\n\tb: 1\n", "line 2, column 1"),
+        ("a: !!binary eA==\n", "line 1, column 4"),
+        ("---\na: 1\n---\nb: [\n", "line 5, column 1"),
+    ],
+)
+def test_yaml_errors_are_one_line_naming_the_place(text: str, where: str) -> None:
+    for parse in (parse_yaml, parse_yaml_all):
+        with pytest.raises(ManifestError) as info:
+            parse(text)
+        message = str(info.value)
+        if parse is parse_yaml and text.startswith("---"):
+            continue  # two documents: refused before the syntax error is reached
+        assert "\n" not in message and message.startswith("invalid YAML: "), message
+        assert where in message, message
