@@ -218,7 +218,12 @@ def _emit(table: pa.Table, fmt: str, output_path: str | None) -> None:
             rows = [{k: _sql_value(v) for k, v in r.items()} for r in table.to_pylist()]
             out.write(json.dumps(rows, indent=2, ensure_ascii=False, default=str) + "\n")
         else:
-            shown = table.slice(0, MAX_RESULT_ROWS_SHOWN).to_pylist()
+            from node.csv_out import nested_as_json
+
+            shown = [
+                {k: nested_as_json(v) for k, v in row.items()}
+                for row in table.slice(0, MAX_RESULT_ROWS_SHOWN).to_pylist()
+            ]
             render(shown, "table", columns=table.column_names, out=out)
             if table.num_rows > MAX_RESULT_ROWS_SHOWN:
                 sys.stderr.write(
@@ -235,7 +240,9 @@ def _csv_text(table: pa.Table) -> str:
 
     # pyarrow writes bytes: into memory, then decoded for a text stream, with line ends
     # translated as reading it back as text would (universal newlines).
+    from node.csv_out import csv_ready
+
     sink = pa.BufferOutputStream()
-    pacsv.write_csv(table, sink)
+    pacsv.write_csv(csv_ready(table), sink)
     text: str = sink.getvalue().to_pybytes().decode("utf-8")
     return text.replace("\r\n", "\n").replace("\r", "\n")

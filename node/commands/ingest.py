@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 from node.cli_util import EXIT_INVALID, EXIT_NOT_FOUND, EXIT_OK, err, open_workspace
+from node.csv_out import json_default
 from node.errors import UsageError
 
 if TYPE_CHECKING:
@@ -175,7 +176,9 @@ def _tail(args: argparse.Namespace) -> pa.Table:
 def _write_csv(table: pa.Table, out: Any) -> None:
     import pyarrow.csv as pcsv
 
-    pcsv.write_csv(table, out)
+    from node.csv_out import csv_ready
+
+    pcsv.write_csv(csv_ready(table), out)
 
 
 def _write_ndjson(table: pa.Table, out: Any) -> None:
@@ -183,23 +186,8 @@ def _write_ndjson(table: pa.Table, out: Any) -> None:
 
     for batch in table.to_batches():
         for row in batch.to_pylist():
-            line = json.dumps(row, default=_json_default, ensure_ascii=False) + "\n"
+            line = json.dumps(row, default=json_default, ensure_ascii=False) + "\n"
             out.write(line.encode())
-
-
-def _json_default(value: Any) -> Any:
-    import datetime as dt
-    import decimal
-
-    if isinstance(value, dt.datetime):
-        return value.isoformat().replace("+00:00", "Z")
-    if isinstance(value, dt.date | dt.time):
-        return value.isoformat()
-    if isinstance(value, decimal.Decimal):
-        return str(value)
-    if isinstance(value, bytes):
-        return value.hex()
-    return str(value)
 
 
 def cmd_tail(args: argparse.Namespace) -> int:
@@ -216,7 +204,7 @@ def cmd_tail(args: argparse.Namespace) -> int:
         if not rows:
             print("(no records)")
             return EXIT_OK
-        render(rows, "table", columns=table.column_names)
+        render(_table_cells(rows), "table", columns=table.column_names)
     else:
         render(rows, args.output_format)
     return EXIT_OK
@@ -253,9 +241,21 @@ def _column_cells(col: pa.ChunkedArray) -> list[Any]:
 
 
 def _cell(value: Any) -> Any:
+    """A plain value for JSON/YAML output: nested values stay lists and mappings."""
     if value is None or isinstance(value, bool | int | float | str):
         return value
-    return _json_default(value)
+    if isinstance(value, list | tuple):  # lists; a map's (key, value) pairs
+        return [_cell(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _cell(v) for k, v in value.items()}
+    return json_default(value)
+
+
+def _table_cells(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Rows for the table output: a nested value shown as its JSON text."""
+    from node.csv_out import nested_as_json
+
+    return [{k: nested_as_json(v) for k, v in row.items()} for row in rows]
 
 
 def ddl_of(t: pa.DataType) -> str:
