@@ -9,9 +9,6 @@ Flat columns are left to Arrow's writer untouched.
 
 from __future__ import annotations
 
-import datetime as dt
-import decimal
-import json
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -21,6 +18,11 @@ if TYPE_CHECKING:
 def json_default(value: Any) -> Any:
     """JSON for the values `json` cannot encode: instants in RFC 3339 UTC (``Z``), dates
     and times in ISO form, decimals as their exact text, bytes in hex."""
+    # Imported here, like everything this module needs: `odf` loads it at start for
+    # every command, and most never print a nested or decimal value.
+    import datetime as dt
+    import decimal
+
     if isinstance(value, dt.datetime):
         return value.isoformat().replace("+00:00", "Z")
     if isinstance(value, dt.date | dt.time):
@@ -36,6 +38,8 @@ def nested_as_json(value: Any) -> Any:
     """``value`` itself, or the compact JSON text of a nested one (list, mapping, a map's
     pairs): how a table cell shows it."""
     if isinstance(value, list | tuple | dict):
+        import json
+
         return json.dumps(value, default=json_default, ensure_ascii=False, separators=(",", ":"))
     return value
 
@@ -56,6 +60,8 @@ def _is_nested(dtype: pa.DataType) -> bool:
 
 
 def _json_column(column: pa.ChunkedArray) -> pa.Array:
+    import json
+
     import pyarrow as pa
 
     cells = [
