@@ -15,14 +15,13 @@ import argparse
 import json
 import os
 import sys
-from collections.abc import Callable, Sequence
-from importlib.machinery import ModuleSpec
+from collections.abc import Callable
 from pathlib import Path
-from types import ModuleType
 from typing import TYPE_CHECKING, Any, Final
 
 from node.cli_util import EXIT_OK, open_workspace, workspace_root
 from node.errors import UsageError
+from node.numpy_free import refuse_numpy
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -32,39 +31,6 @@ __all__ = ["P2P_DIR", "cmd_sql", "refuse_numpy", "warn_disputed"]
 #: `p2p.head_store.P2P_DIR`: where a workspace keeps the evidence `node.disputes`
 #: reads; without it no dataset can be disputed (a test keeps them equal).
 P2P_DIR: Final = "p2p"
-#: Top-level packages `refuse_numpy` keeps out of the process (pyarrow pickles with
-#: cloudpickle when it is there, else with the standard pickle: a query pickles nothing).
-_REFUSED: Final = ("numpy", "pandas", "cloudpickle")
-
-
-class _Refuse:
-    """A meta-path finder that makes imports of `_REFUSED` packages fail."""
-
-    def find_spec(
-        self, name: str, path: Sequence[str] | None = None, target: ModuleType | None = None
-    ) -> ModuleSpec | None:
-        if name.partition(".")[0] in _REFUSED:
-            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
-        return None
-
-
-def refuse_numpy() -> bool:
-    """Keep numpy, pandas and cloudpickle out of this process, if none of them nor
-    pyarrow is loaded yet; whether it did.
-
-    pyarrow imports numpy when it can (a third of ``odf sql``'s start-up) and then
-    DataFusion's scalars import pandas; without them pyarrow runs its numpy-free paths,
-    which is all a query and its renderings use. The refusal stays for the life of the
-    process: pyarrow does not initialize numpy's C API once it started without it, so a
-    later import could hand it arrays it cannot read. Only for a short-lived process
-    that runs one query (the CLI); a process that already has them is left alone.
-    """
-    if any(m in sys.modules for m in (*_REFUSED, "pyarrow")):
-        return False
-    sys.meta_path.insert(0, _Refuse())
-    return True
-
-
 def warn_disputed(root: Path, query: str) -> None:
     """Warn on stderr about disputed datasets the query reads (`node.disputes`); ``root``
     is the workspace's ``.odf`` directory."""

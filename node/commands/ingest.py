@@ -195,6 +195,9 @@ def cmd_tail(args: argparse.Namespace) -> int:
 
     if args.num_records < 0:
         raise UsageError("-n must be >= 0")
+    from node.numpy_free import refuse_numpy
+
+    refuse_numpy()
     table = _tail(args)
     if args.output_format == "csv":
         _write_csv(table, sys.stdout.buffer)

@@ -125,9 +125,16 @@ MODEL = (
 #: blocks not seen before): only the model may come in.
 NOT_FOR_LOG = ("storage.workspace", "asyncio", "nacl", "fbs.keys", "rich._emoji_codes")
 #: What ``odf tail`` leaves out (issue 15.4): the Python API and the ingest pipeline, and
-#: pandas (pyarrow imports it to convert timestamps, or on building arrays from lists) and
-#: pyarrow.compute (a cast imports it).
-NOT_FOR_TAIL = (*NOT_FOR_LOG, "node.api", "node.ingest.pipeline", "pandas", "pyarrow.compute")
+#: pandas (pyarrow imports it to convert timestamps, or on building arrays from lists),
+#: pyarrow.compute (a cast imports it) and numpy (a third of its start: `node.numpy_free`).
+NOT_FOR_TAIL = (
+    *NOT_FOR_LOG,
+    "node.api",
+    "node.ingest.pipeline",
+    "pandas",
+    "pyarrow.compute",
+    "numpy",
+)
 
 
 @pytest.mark.parametrize(
