@@ -260,9 +260,9 @@ async def ingest(request: web.Request) -> web.StreamResponse:
                 workdir=Path(tmp),
             )
         except SourceNotFound as e:
-            return error_response(404, str(e))
+            return error_response(404, _about_body(e, path))
         except IngestError as e:
-            return error_response(400, str(e))
+            return error_response(400, _about_body(e, path))
         except RefCASFailed as e:
             return error_response(409, f"head moved: {e}")
     return web.json_response(
@@ -273,6 +273,12 @@ async def ingest(request: web.Request) -> web.StreamResponse:
             "blocks": [h.to_multibase() for h in result.blocks],
         }
     )
+
+
+def _about_body(error: Exception, path: Path) -> str:
+    """The error for the client: the body it sent, not the node's temporary file, which
+    tells it nothing and shows the node's filesystem."""
+    return str(error).replace(str(path), "request body")
 
 
 # -- node JSON ------------------------------------------------------------------------------

@@ -303,3 +303,48 @@ def test_ingest_refused_for_replicas(tmp_path: Path, ws: Workspace) -> None:
 
     run(main())
     assert replica.resolve("prices").id == did
+
+
+PUSH_SOURCE = """\
+kind: DatasetSnapshot
+version: 1
+content:
+  name: readings
+  kind: Root
+  metadata:
+    - kind: AddPushSource
+      sourceName: default
+      read:
+        kind: NdJson
+        ddlSchema: ["event_time TIMESTAMP", "v BIGINT"]
+      merge:
+        kind: Append
+"""
+
+
+def test_push_ingest_over_http_and_its_errors(tmp_path: Path, ws: Workspace) -> None:
+    """A body that does not fit the source is a 400 naming the request body (not the
+    node's temporary file) and commits nothing; a good one commits its records."""
+    from node.cli import main as odf
+
+    manifest = tmp_path / "readings.yaml"
+    manifest.write_text(PUSH_SOURCE)
+    assert odf(["-w", str(ws.root.parent), "add", str(manifest)]) == 0
+    head = ws.get("readings").head()
+
+    async def main() -> None:
+        async with serve_workspace(ws) as url, aiohttp.ClientSession(headers=auth(ws)) as s:
+            bad = b'{"event_time": "not a time", "v": 1}\n'
+            async with s.post(f"{url}/readings/ingest?format=ndjson", data=bad) as r:
+                assert r.status == 400
+                error = json.loads(await r.read())["error"]
+                assert error.startswith("request body") and "odf-ingest" not in error, error
+            assert ws.get("readings").head() == head
+            good = b'{"event_time": "2024-01-01T00:00:00Z", "v": 7}\n'
+            async with s.post(f"{url}/readings/ingest?format=ndjson", data=good) as r:
+                assert r.status == 200, await r.read()
+                body = json.loads(await r.read())
+                assert body["numRecords"] == 1 and body["oldHead"] == str(head)
+            assert str(ws.get("readings").head()) == body["newHead"]
+
+    run(main())
