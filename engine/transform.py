@@ -63,6 +63,7 @@ from engine.inputs import (
     stateful_nodes,
 )
 from engine.output import finish_output
+from engine.row_changelog import changelog_ops, has_op_column, per_op_result
 from engine.sql import (
     is_query_error,
     query_steps,
@@ -178,7 +179,11 @@ def _execute(session: SparkSession, request: TransformRequest) -> TransformResul
                 save_state(state_dir, run.state)
                 num_records = run.num_records
             else:
-                if any(split) and not is_narrow(result):
+                ops = changelog_ops(request, plans)
+                if ops and not has_op_column(result, request):
+                    # Retractions in the input stay retractions (`engine.row_changelog`).
+                    result = per_op_result(session, request, plans, list(query.steps), ops)
+                elif any(split) and not is_narrow(result):
                     result = _plan_query(
                         session, request, plans, list(query.steps), [False] * len(plans)
                     )

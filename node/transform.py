@@ -832,7 +832,10 @@ class PullResult:
 def derivative_order(ws: Workspace, ref: str | DatasetId) -> list[DatasetId]:
     """``ref`` and its upstream derivative datasets, inputs before their consumers.
 
-    Root datasets are not included (they are ingested, not transformed).
+    Root datasets are not included (they are ingested, not transformed), nor are upstream
+    replicas: a derivative pulled from another node (it has a pull alias,
+    `node.remote_aliases`) gets its data from there, like a root, never by running its
+    transform here (its own inputs may not even be in this workspace).
 
     Raises:
         NotDerivative: ``ref`` is not a derivative dataset.
@@ -849,8 +852,10 @@ def derivative_order(ws: Workspace, ref: str | DatasetId) -> list[DatasetId]:
             return
         if did in visiting:
             raise DependencyCycle(f"derivative inputs form a cycle through {alias}")
-        state = ws.get(did).state()
-        if state is None or state.transform is None:
+        ds = ws.get(did)
+        state = ds.state()
+        replica = did != target.id and bool(ds.layout.read_config().pull_aliases)
+        if state is None or state.transform is None or replica:
             done.add(did)
             return
         visiting.add(did)

@@ -1,0 +1,94 @@
+"""A stateless query over changelog inputs: each output row keeps its input row's ``op``.
+
+A root merged as a snapshot or changelog, and any derivative with a non-monotonic query,
+holds retractions and corrections (RFC-015 ``op`` 1 and 2) besides appends. A stateless
+query (projection, filter, unnest: one input row at a time, no state) that read those rows
+as plain rows would turn a retraction into one more append: the folded output would keep
+rows its input no longer has. As in Flink, whose row kinds pass through such operators,
+the query's output row for an input row carries that row's ``op`` here:
+
+- the query runs once per operation type found in the new input (by the Parquet
+  footers' statistics: no data is read to find out), over the input rows of that type
+  only, and its rows are tagged with that type; the runs are written as one output:
+  the rows that add (appends, corrections-after) first, then those that remove
+  (retractions, corrections-before).
+
+For a query that maps each row on its own, the query over a subset of rows is the
+subset's images, so the folded output is the query's answer over the folded input, for
+any split of the input into pulls. Within one output slice the rows are grouped by type
+rather than kept in input order (a query's output carries no input offset to restore it
+by). Adds before removes keeps the changelog well formed, read in order: a removal always
+comes after the row it removes (which may have been added in the same slice), whereas
+input order grouped by type could put a retraction before its row's correction-after.
+The price: a correction's two rows are no longer adjacent (its ``+C`` comes first), which
+a reader folding rows (a removal takes out one equal earlier row) does not notice.
+A query that selects ``op`` itself writes its own.
+"""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+from typing import TYPE_CHECKING, Final
+
+from engine.inputs import read_input
+from engine.sql import quote_identifier, register_view, run_steps
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from pyspark.sql import DataFrame, SparkSession
+
+    from engine.inputs import InputPlan
+    from fbs.model.engine import TransformRequest
+    from fbs.model.source import SqlQueryStep
+
+#: The RFC-015 operation types in the order their runs are written: those that add a
+#: row (append, correct-after), then those that remove one (retract, correct-before).
+WRITE_ORDER: Final = (0, 3, 1, 2)
+
+
+def changelog_ops(request: TransformRequest, plans: Sequence[InputPlan]) -> list[int]:
+    """The operation types the new input rows may hold, in `WRITE_ORDER` (``[]``: appends
+    only, by every slice's footer statistics; all types when a footer cannot tell)."""
+    from engine.streaming.execute import _max_op  # the same footer reading as the state's
+
+    highest = 0
+    for inp, plan in zip(request.query_inputs, plans, strict=True):
+        for s in plan.slices:
+            found = _max_op(Path(s.path), inp.vocab.operation_type_column)
+            highest = max(highest, max(WRITE_ORDER) if found is None else found)
+    return [] if highest == 0 else [op for op in WRITE_ORDER if op <= highest]
+
+
+def has_op_column(result: DataFrame, request: TransformRequest) -> bool:
+    """Whether the query's output has its own ``op`` column (then it is written as is)."""
+    op = request.vocab.operation_type_column.lower()
+    return any(f.name.lower() == op for f in result.schema.fields)
+
+
+def per_op_result(
+    session: SparkSession,
+    request: TransformRequest,
+    plans: Sequence[InputPlan],
+    steps: list[SqlQueryStep],
+    ops: Sequence[int],
+) -> DataFrame:
+    """The query run once per operation type in ``ops``, each run over the input rows of
+    that type, its rows tagged with it (the output's ``op`` column), runs in ``ops`` order.
+
+    Raises:
+        pyspark AnalysisException/ParseException: bad SQL (see `engine.sql.is_query_error`).
+    """
+    from pyspark.sql import functions as F
+
+    out_op = request.vocab.operation_type_column
+    runs = []
+    for op in ops:
+        for inp, plan in zip(request.query_inputs, plans, strict=True):
+            df = read_input(session, inp, plan, parallel=False)
+            own = F.col(quote_identifier(inp.vocab.operation_type_column))
+            register_view(df.where(own == F.lit(op)), inp.query_alias)
+        result = run_steps(session, steps)
+        runs.append(result.select(F.lit(op).cast("int").alias(out_op), "*"))
+    return functools.reduce(lambda a, b: a.union(b), runs).coalesce(1)
