@@ -398,3 +398,21 @@ def test_evolved_schema_rules() -> None:
     assert evolved_schema(cur, dropped) is None
     assert evolved_schema(cur, retyped) is None
     assert evolved_schema(cur, cur) is None
+
+
+def test_recursive_order_stops_at_replicas(ws: Workspace, make_root: MakeRoot) -> None:
+    """An upstream derivative pulled from another node (a pull alias) is a leaf of a
+    recursive pull, like a root: its transform does not run here (its inputs live on the
+    publisher's node), while a local upstream derivative still runs first."""
+    from fbs.manifest.dataset_config import DatasetConfig
+    from node.transform import derivative_order
+
+    make_root("src")
+    add_derivative(ws, "mid", ["src"], "SELECT * FROM src")
+    add_derivative(ws, "top", ["mid"], "SELECT * FROM mid")
+    ids = {a: ws.resolve(a).id for a in ("mid", "top")}
+    assert derivative_order(ws, "top") == [ids["mid"], ids["top"]]
+    ws.get("mid").layout.write_config(DatasetConfig(("odf+http://node.example/mid",)))
+    assert derivative_order(ws, "top") == [ids["top"]]
+    # The replica itself, pulled by name, is dispatched to its pull alias before this.
+    assert derivative_order(ws, "mid") == [ids["mid"]]
