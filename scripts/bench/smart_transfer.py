@@ -21,7 +21,8 @@ objects quarantined, hashed, fsynced, adopted, one head move), through:
 Prints, best of ``--runs`` per protocol, the whole pull and its *transfer* part (the
 pull less the final commit, `p2p.receive.commit_received`, which writes every block
 durably and is the same code and cost whatever the protocol), and the ratios simple /
-smart (issue 14 target: >= 5x). ``--latency-ms`` delays every HTTP request on the
+smart (issue 14 target: >= 5x); every pull's line has the client's CPU seconds (user,
+system). ``--latency-ms`` delays every HTTP request on the
 server (a WebSocket only at its upgrade: its three round trips are not delayed), as a
 network round trip would: the simple protocol pays it once per block. Every protocol
 downloads ``--objects-parallel`` objects at once; the filesystem is synced before
@@ -173,8 +174,9 @@ vars(p2p.sync)["commit_received"] = _timed_commit  # measure the commit inside p
 
 async def timed_pull(
     make: Callable[[aiohttp.ClientSession], ObjectSource], dest: Path, objects_parallel: int
-) -> tuple[float, float]:
-    """Seconds for a verified clone into a fresh workspace at ``dest``, and of its commit."""
+) -> tuple[float, float, str]:
+    """Seconds for a verified clone into a fresh workspace at ``dest``, of its commit, and
+    the client's CPU seconds (user, system: a pull slowed by the kernel shows here)."""
     ws = Workspace.init(dest)
     # Every pull starts with nothing dirty on the filesystem (the previous pull's
     # removal, the build): otherwise its flushes pay for what ran before it.
@@ -182,7 +184,7 @@ async def timed_pull(
     COMMIT_SECONDS.clear()
     async with aiohttp.ClientSession() as s:
         src = make(s)
-        t0 = time.perf_counter()
+        t0, cpu0 = time.perf_counter(), os.times()
         try:
             record = await src.get_head_record()  # type: ignore[attr-defined]
             result = await pull_dataset(
@@ -191,9 +193,10 @@ async def timed_pull(
         finally:
             if isinstance(src, SmartSource):
                 await src.aclose()
-        elapsed = time.perf_counter() - t0
+        elapsed, cpu1 = time.perf_counter() - t0, os.times()
     assert result.created and result.blocks_fetched > 0
-    return elapsed, sum(COMMIT_SECONDS)
+    cpu = f"cpu {cpu1.user - cpu0.user:.2f} user, {cpu1.system - cpu0.system:.2f} sys"
+    return elapsed, sum(COMMIT_SECONDS), cpu
 
 
 def _simple(base: str) -> Callable[[aiohttp.ClientSession], ObjectSource]:
@@ -260,13 +263,13 @@ def main() -> None:
             order = list(protocols.items())
             for name, make in order if run % 2 == 0 else reversed(order):
                 dest = scratch / f"dst-{name}-{run}"
-                secs, commit = asyncio.run(timed_pull(make, dest, args.objects_parallel))
+                secs, commit, cpu = asyncio.run(timed_pull(make, dest, args.objects_parallel))
                 best[name] = min(best.get(name, secs), secs)
                 transfer[name] = min(transfer.get(name, secs - commit), secs - commit)
                 if name == "smart" and run == 0:  # the node's plan cache was empty
                     best["smart, first"], transfer["smart, first"] = secs, secs - commit
                 print(
-                    f"  run {run + 1}: {name:<13} {secs:7.2f} s  (commit {commit:.2f} s)",
+                    f"  run {run + 1}: {name:<13} {secs:7.2f} s  (commit {commit:.2f} s, {cpu})",
                     flush=True,
                 )
                 # `dest` stays until the end (module docstring: removed inodes).
