@@ -125,9 +125,11 @@ class ObjectSource(Protocol):
     Transports whose receive path is CPU-bound in one thread (libp2p) set it low, so
     that objects are split across peers instead of contending on one connection.
 
-    And a method ``expect_objects(jobs: Sequence[ObjectJob]) -> None`` (no I/O): the
-    objects ``get_object`` may be asked for next, all of them, so that a transport
-    that looks objects up in batches (the smart protocol's download URLs) asks once.
+    And a method ``expect_objects(jobs: Sequence[ObjectJob]) -> None`` (not awaited;
+    it may start a request in a task): the objects ``get_object`` may be asked for
+    next, all of them, so that a transport that looks objects up in batches (the smart
+    protocol's download URLs) asks once, and early: it is called as soon as the new
+    chain is validated, and again with the objects not stored yet.
     """
 
     @property
@@ -508,6 +510,14 @@ async def _fetch_object(
         return
 
 
+def _expect_objects(sources: _Sources, jobs: Sequence[ObjectJob]) -> None:
+    """Tell every source that has ``expect_objects`` which objects may be asked for."""
+    for src in sources.all:
+        expect = getattr(src, "expect_objects", None)
+        if callable(expect):
+            expect(jobs)
+
+
 def _not_stored(layout: DatasetLayout, jobs: Sequence[ObjectJob]) -> list[ObjectJob]:
     """The jobs whose object ``layout`` does not hold with the declared size."""
     return [job for job in jobs if stored_size(layout, job) != job.size]
@@ -530,10 +540,7 @@ async def _fetch_objects(
     limit = asyncio.Semaphore(sources.total_capacity())
     # Largest first: the long transfers start early and small ones fill the gaps.
     todo.sort(key=lambda j: j.size, reverse=True)
-    for src in sources.all:
-        expect = getattr(src, "expect_objects", None)
-        if callable(expect):
-            expect(todo)
+    _expect_objects(sources, todo)
     stores = {kind: object_store(layout, kind) for kind in ("data", "checkpoint")}
     for kind in {job.kind for job in todo}:
         await asyncio.to_thread(stores[kind].quarantine_path)  # creates its directory
@@ -738,6 +745,9 @@ async def pull_dataset(
     blocks.reverse()
     state = validate_chain(blocks, local.state)
     _check_new_chain(local, state, head_record, store)
+    # Before the staging and the stat of every object: a source that looks objects up
+    # in batches asks now, and its round trip overlaps them.
+    _expect_objects(sources, object_jobs(b.block for b in blocks))
     did = state.dataset_id
     new_alias = local.alias if local.ds is not None else _clone_alias(ws, did, local.alias)
     assert new_alias is not None

@@ -360,6 +360,7 @@ class SmartSource(HttpSource):
         self._objects: list[ObjectFile] = []
         self._urls: dict[tuple[str, Multihash], TransferUrl] = {}
         self._urls_lock = asyncio.Lock()
+        self._prefetch: asyncio.Future[TransferUrl] | None = None
         self.plan: TransferPlan | None = None
 
     def __repr__(self) -> str:
@@ -374,7 +375,12 @@ class SmartSource(HttpSource):
         await self.aclose()
 
     async def aclose(self) -> None:
-        """Close the pull socket, if open."""
+        """Close the pull socket, if open (and drop a URL request still under way)."""
+        if self._prefetch is not None:
+            prefetch, self._prefetch = self._prefetch, None
+            prefetch.cancel()
+            with contextlib.suppress(BaseException):
+                await prefetch
         if self._chan_cm is not None:
             cm, self._chan_cm, self._chan = self._chan_cm, None, None
             await cm.__aexit__(None, None, None)
@@ -419,8 +425,20 @@ class SmartSource(HttpSource):
         return raws
 
     def expect_objects(self, jobs: Sequence[ObjectJob]) -> None:
-        """The objects `get_object` will be asked for: one URL request for all of them."""
-        self._objects = [ObjectFile.of(j.kind, j.hash, j.size) for j in jobs]
+        """The objects `get_object` will be asked for: one URL request for all of them,
+        started now (a task), so that its round trip overlaps what the pull does before
+        its first download (`get_object` waits for it; a failure shows there)."""
+        new = [j for j in jobs if (j.kind, j.hash) not in self._urls]
+        wanted = [ObjectFile.of(j.kind, j.hash, j.size) for j in new]
+        if not wanted:
+            return
+        self._objects = wanted
+        if self._prefetch is None or self._prefetch.done():
+            first = wanted[0]
+            self._prefetch = asyncio.ensure_future(
+                self._download_url(first.kind, first.physical_hash, first.size)
+            )
+            self._prefetch.add_done_callback(_retrieved)
 
     async def _download_url(self, kind: ObjectKind, h: Multihash, size: int | None) -> TransferUrl:
         async with self._urls_lock:
@@ -445,6 +463,13 @@ class SmartSource(HttpSource):
         """Download object ``h`` from its ``HttpDownload`` URL into ``dest_path``."""
         url = await self._download_url(kind, h, expected_size)
         return await _download(self._session, url, dest_path, expected_size)
+
+
+def _retrieved(task: asyncio.Future[Any]) -> None:
+    """Mark a prefetch's outcome as seen: its failure is reported by the `get_object`
+    that asks again, not as an unretrieved task exception."""
+    if not task.cancelled():
+        task.exception()
 
 
 def _claimed_blocks(batch: BlocksBatch) -> list[tuple[Multihash, bytes]]:

@@ -10,11 +10,13 @@ import aiohttp
 import pytest
 from aiohttp import web
 
+from fbs.codec import decode_block
 from fbs.multiformats import Multihash
 from node.http_api import HttpApiConfig
 from node.http_auth import bearer_headers
 from p2p.errors import NotDescendant, PeerMisbehaved, PeerUnavailable, TransferError
 from p2p.http_source import Unauthorized
+from p2p.receive import object_jobs
 from p2p.smart_transfer.client import SmartRefused, SmartSource, smart_push
 from p2p.smart_transfer.messages import (
     COMPLETE,
@@ -104,6 +106,37 @@ def test_pull_clone_then_update(pair: tuple[Workspace, Workspace, Path]) -> None
 
     run(main())
     same_dataset(src, dst, "prices")
+
+
+def test_object_urls_asked_for_ahead_of_the_downloads(
+    pair: tuple[Workspace, Workspace, Path],
+) -> None:
+    """`expect_objects` sends the one URL request at once (a task): once it is answered,
+    every object downloads with the socket closed (a URL asked for later would need the
+    exchange, and a new socket cannot start with an objects request)."""
+    src, _dst, tmp = pair
+
+    async def main() -> None:
+        async with (
+            serve_workspace(src, CONFIG) as url,
+            aiohttp.ClientSession() as session,
+            SmartSource(f"odf+{url}/prices", session) as source,
+        ):
+            head = await source.get_head()
+            assert head is not None
+            raws = await source.get_blocks(head, None)
+            jobs = object_jobs(decode_block(raw) for raw in raws)
+            assert len(jobs) == 12
+            source.expect_objects(jobs)
+            assert source._prefetch is not None  # the request is under way, nothing awaited
+            await source._prefetch
+            await source.aclose()
+            for n, job in enumerate(jobs):
+                dest = tmp / f"object-{n}"
+                digest = await source.get_object(job.kind, job.hash, dest, expected_size=job.size)
+                assert digest == job.hash.digest == Multihash.sha3_256(dest.read_bytes()).digest
+
+    run(main())
 
 
 def test_pull_tampered_object_refused_nothing_visible(
