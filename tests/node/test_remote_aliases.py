@@ -43,6 +43,15 @@ def run(ws: Workspace, *argv: str) -> int:
     return odf(["--workspace", str(ws.root.parent), *argv])
 
 
+def cloned(served_node: tuple[Workspace, str], tmp: Path) -> tuple[Workspace, str, Workspace]:
+    """The served workspace, its URL, and a workspace that cloned its "prices" by URL."""
+    served, url = served_node
+    make_dataset(served, "prices", tmp / "f", 1)
+    mine = new_workspace(tmp / "mine")
+    assert run(mine, "pull", f"{url}/prices", "--no-progress") == EXIT_OK
+    return served, url, mine
+
+
 def config_of(ws: Workspace, ref: str) -> DatasetConfig:
     return ws.get(ref).layout.read_config()
 
@@ -165,10 +174,7 @@ def test_a_replica_refuses_a_local_watermark(
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    served, url = node
-    make_dataset(served, "prices", tmp_path / "f", 1)
-    mine = new_workspace(tmp_path / "mine")
-    assert run(mine, "pull", f"{url}/prices", "--no-progress") == EXIT_OK
+    _served, _url, mine = cloned(node, tmp_path)
     head = mine.get("prices").head()
     capsys.readouterr()
     rc = run(mine, "pull", "prices", "--set-watermark", "2030-01-01T00:00:00Z")
@@ -182,10 +188,7 @@ def test_several_pull_aliases_are_ambiguous(
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    served, url = node
-    make_dataset(served, "prices", tmp_path / "f", 1)
-    mine = new_workspace(tmp_path / "mine")
-    assert run(mine, "pull", f"{url}/prices", "--no-progress") == EXIT_OK
+    _served, url, mine = cloned(node, tmp_path)
     assert run(mine, "pull", f"odf+{url}/prices", "--no-progress") == EXIT_OK
     assert config_of(mine, "prices").pull_aliases == (f"{url}/prices", f"odf+{url}/prices")
     capsys.readouterr()
@@ -198,10 +201,7 @@ def test_a_damaged_config_is_a_one_line_error(
     node: tuple[Workspace, str],  # noqa: F811
     tmp_path: Path,
 ) -> None:
-    served, url = node
-    make_dataset(served, "prices", tmp_path / "f", 1)
-    mine = new_workspace(tmp_path / "mine")
-    assert run(mine, "pull", f"{url}/prices", "--no-progress") == EXIT_OK
+    _served, _url, mine = cloned(node, tmp_path)
     mine.get("prices").layout.config_path.write_text("kind: [")
     head = mine.get("prices").head()
     proc = subprocess.run(
