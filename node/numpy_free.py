@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Sequence
-from importlib.machinery import ModuleSpec
+from importlib.abc import Loader
+from importlib.machinery import ModuleSpec, PathFinder
 from types import ModuleType
 from typing import Final
 
@@ -21,6 +22,29 @@ __all__ = ["refuse_numpy"]
 _REFUSED: Final = ("numpy", "pandas", "cloudpickle")
 
 
+#: flatbuffers' module that decides whether numpy is there (`_NoNumpyLoader`).
+_FLATBUFFERS_COMPAT: Final = "flatbuffers.compat"
+
+
+class _NoNumpyLoader(Loader):
+    """Loads ``flatbuffers.compat`` with its ``import_numpy`` answering None.
+
+    flatbuffers looks for numpy on disk (``PathFinder``), past the meta path, then
+    imports it: with numpy refused that import would fail. Its builder uses numpy only
+    for ``CreateNumpyVector``, which the codec never calls.
+    """
+
+    def __init__(self, inner: Loader) -> None:
+        self._inner = inner
+
+    def create_module(self, spec: ModuleSpec) -> ModuleType | None:
+        return self._inner.create_module(spec)
+
+    def exec_module(self, module: ModuleType) -> None:
+        self._inner.exec_module(module)
+        setattr(module, "import_numpy", lambda: None)  # noqa: B010 (a module's attribute)
+
+
 class _Refuse:
     """A meta-path finder that makes imports of `_REFUSED` packages fail."""
 
@@ -29,6 +53,11 @@ class _Refuse:
     ) -> ModuleSpec | None:
         if name.partition(".")[0] in _REFUSED:
             raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+        if name == _FLATBUFFERS_COMPAT:
+            spec = PathFinder.find_spec(name, path, target)
+            if spec is not None and spec.loader is not None:
+                spec.loader = _NoNumpyLoader(spec.loader)
+            return spec
         return None
 
 
@@ -44,7 +73,7 @@ def refuse_numpy() -> bool:
     a short-lived process that runs one command (the CLI); a process that already has
     them is left alone.
     """
-    if any(m in sys.modules for m in (*_REFUSED, "pyarrow")):
+    if any(m in sys.modules for m in (*_REFUSED, "pyarrow", _FLATBUFFERS_COMPAT)):
         return False
     sys.meta_path.insert(0, _Refuse())
     return True

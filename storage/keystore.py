@@ -20,14 +20,16 @@ import os
 import stat
 import time
 from pathlib import Path
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from fbs.did import DatasetId
 from fbs.errors import FbsError
-from fbs.keys import KeyPair
 from storage.errors import KeyStoreError, StorageError
 from storage.faults import DEFAULT_OPS, FsOps
 from storage.fsutil import PendingFile, ensure_dir, read_bytes_limited
+
+if TYPE_CHECKING:
+    from fbs.keys import KeyPair  # loads ed25519 (nacl): only where a key is used
 
 __all__ = [
     "DELETED_DIR",
@@ -108,6 +110,8 @@ class KeyStore:
         Raises:
             KeyStoreError: the directory is unsafe or a different file is in the way.
         """
+        from fbs.keys import KeyPair
+
         if not isinstance(key, KeyPair):
             raise KeyStoreError(f"expected a KeyPair, got {type(key).__name__}")
         self._ensure_private_dir(self.root)
@@ -154,6 +158,8 @@ class KeyStore:
             raise KeyStoreError(f"cannot read key file {path}: {e}") from None
         if data is None or not data.startswith(KEY_FILE_MAGIC):
             raise KeyStoreError(f"key file {path} is not an odf-node key")
+        from fbs.keys import KeyPair
+
         try:
             key = KeyPair(bytes.fromhex(data[len(KEY_FILE_MAGIC) :].decode("ascii").strip()))
         except (ValueError, FbsError):

@@ -36,11 +36,10 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from fbs.did import DatasetAlias, DatasetId
 from fbs.errors import FbsError, ManifestFieldError
-from fbs.keys import KeyPair
 from fbs.model import (
     AddPushSource,
     DatasetKind,
@@ -105,6 +104,9 @@ from storage.keystore import KeyStore
 from storage.layout import DatasetLayout
 from storage.lockfile import FileLock
 from storage.verified import forget_under, record_path_for
+
+if TYPE_CHECKING:
+    from fbs.keys import KeyPair  # loads ed25519 (nacl): only `add_snapshots` makes keys
 
 __all__ = [
     "WORKSPACE_DIR",
@@ -438,6 +440,8 @@ class Workspace:
             return entry
 
         events = [self._normalize_with(e, find) for e in snapshot.metadata]
+        from fbs.keys import KeyPair
+
         key = KeyPair.generate()
         seed = Seed(dataset_id=key.dataset_id, dataset_kind=DatasetKind(snapshot.kind))
         state = None

@@ -114,11 +114,16 @@ def _summary(result: IngestResult, verb: str) -> None:
 
 @_guard
 def cmd_ingest(args: argparse.Namespace) -> int:
+    if bool(args.files) == bool(args.stdin):
+        raise UsageError("give input files or --stdin (not both)")
+    from node.numpy_free import refuse_numpy
+
+    # Before pyarrow loads: numpy is a sixth of a small ingest's run and the pipeline
+    # (readers, merges, writer, preprocess client) runs on pyarrow's numpy-free paths.
+    refuse_numpy()
     from node.ingest.memory import use_ingest_memory_pool
     from node.ingest.pipeline import ingest
 
-    if bool(args.files) == bool(args.stdin):
-        raise UsageError("give input files or --stdin (not both)")
     use_ingest_memory_pool()
     ws = open_workspace(args)
     ds = ws.get(args.dataset)

@@ -227,6 +227,54 @@ def test_append_ingest_imports_no_pandas(tmp_path: Path) -> None:
     assert heavy == []
 
 
+#: What ``odf ingest`` leaves out (issue 15.3): numpy (a sixth of a small ingest's run:
+#: `node.numpy_free`), pandas, and ed25519 signing (an ingest signs nothing).
+NOT_FOR_INGEST = ("numpy", "pandas", "cloudpickle", "nacl", "fbs.keys")
+
+
+@pytest.mark.parametrize("merge", ["Append", "Ledger"])
+def test_ingest_imports_no_numpy(tmp_path: Path, merge: str) -> None:
+    """Two ingests (the second one reads the first's slice for a Ledger), both committed,
+    without numpy or signing keys in the process; the data read back is what went in."""
+    env = {**os.environ, "ODF_WORKSPACE": str(tmp_path)}
+    subprocess.run([odf_exe(), "init"], env=env, check=True, capture_output=True, cwd=tmp_path)
+    text = EXAMPLE.read_text(encoding="utf-8")
+    if merge == "Append":
+        head, _, _ = text.partition("    merge:\n")
+        text = head + "    merge:\n      kind: Append\n"
+    manifest = tmp_path / "ds.yaml"
+    manifest.write_text(text, encoding="utf-8")
+    subprocess.run([odf_exe(), "add", str(manifest)], env=env, check=True, capture_output=True)
+    alias = "demo.city-populations"
+    for n, rows in enumerate(
+        ['2030-01-01T00:00:00Z,"Q",1', "2030-01-01T00:00:00Z,Q,1\n2031-01-01T00:00:00Z,R,2"]
+    ):
+        csv = tmp_path / f"in{n}.csv"
+        csv.write_text(f"event_time,city,population\n{rows}\n", encoding="utf-8")
+        r = subprocess.run(
+            [sys.executable, "-c", RUNNER, json.dumps(NOT_FOR_INGEST), "ingest", alias, str(csv)],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert r.returncode == 0, r.stderr
+        assert r.stderr.splitlines()[-1] == "HEAVY []"
+        assert "New head:" in r.stdout
+    tail = subprocess.run(
+        [odf_exe(), "tail", alias, "--output-format", "csv"],
+        env=env,
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    cities = [line.replace('"', "").split(",")[-2:] for line in tail.stdout.splitlines()[1:]]
+    expected = (
+        [["Q", "1"], ["R", "2"]] if merge == "Ledger" else [["Q", "1"], ["Q", "1"], ["R", "2"]]
+    )
+    assert cities == expected
+
+
 def test_cold_verify_imports_no_pandas(workspace: dict[str, str]) -> None:
     """Issue 15.5: a first verify decodes every slice for its logical hash and offsets,
     without pandas (pyarrow imports it on its first conversion of a Python value)."""
