@@ -40,7 +40,10 @@ effect, not a protocol cost). The load average is printed at the start and the e
 
 The node keeps a smart pull's answer for the next client of the same head
 (`p2p.smart_transfer.plan_cache`), so only the first smart pull pays for reading and
-packing the chain: it is reported on its own line (``smart, first``) with its ratio.
+packing the chain. Every run starts a new node process and pulls twice over the smart
+protocol, one pull after the other: the first (``smart, first``: the node reads and
+packs the chain) and the second (``smart``: it answers from its cache), each best of
+``--runs`` like the other protocols, with its ratio.
 """
 
 from __future__ import annotations
@@ -208,6 +211,40 @@ def _simple(base: str) -> Callable[[aiohttp.ClientSession], ObjectSource]:
     return make
 
 
+class _Node:
+    """The node serving the source workspace, in its own process (`SERVER`)."""
+
+    def __init__(self, latency_ms: float) -> None:
+        self.latency_s = latency_ms / 1000
+        self.proc: subprocess.Popen[str] | None = None
+
+    def restart(self, ws_root: Path) -> str:
+        """Stop the running node (if any), start a new one; its dataset base URL."""
+        self.stop()
+        code = SERVER.format(root=str(ROOT), ws=str(ws_root), latency_s=self.latency_s)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", code], stdout=subprocess.PIPE, text=True
+        )
+        assert self.proc.stdout is not None
+        port = int(self.proc.stdout.readline())
+        return f"http://127.0.0.1:{port}/bench/"
+
+    def stop(self) -> None:
+        """Stop the node process, if running."""
+        if self.proc is not None:
+            proc, self.proc = self.proc, None
+            proc.terminate()
+            proc.wait(10)
+
+
+def _batched(base: str) -> Callable[[aiohttp.ClientSession], ObjectSource]:
+    return lambda s: HttpSource(base, s)
+
+
+def _smart(base: str) -> Callable[[aiohttp.ClientSession], ObjectSource]:
+    return lambda s: SmartSource("odf+" + base, s)
+
+
 def _load() -> str:
     """The 1-minute load average (the bench is noisy on a shared machine)."""
     return f"{os.getloadavg()[0]:.1f}"
@@ -231,48 +268,37 @@ def main() -> None:
     args = ap.parse_args()
     load0 = _load()
     scratch = Path(tempfile.mkdtemp(prefix="bench-smart-", dir=args.dir))
-    server = None
+    node = _Node(args.latency_ms)
     try:
         print(f"building {args.blocks} blocks, {args.slices} slices of {args.slice_kb} KB ...")
         t0 = time.perf_counter()
         src_ws = build_source(scratch / "src", args.blocks, args.slices, args.slice_kb)
         print(f"  built in {time.perf_counter() - t0:.1f} s", flush=True)
-        server = subprocess.Popen(
-            [
-                sys.executable,
-                "-c",
-                SERVER.format(
-                    root=str(ROOT), ws=str(src_ws.root), latency_s=args.latency_ms / 1000
-                ),
-            ],
-            stdout=subprocess.PIPE,
-            text=True,
-        )
-        assert server.stdout is not None
-        port = int(server.stdout.readline())
-        base = f"http://127.0.0.1:{port}/bench/"
-        protocols: dict[str, Callable[[aiohttp.ClientSession], ObjectSource]] = {
-            "simple": _simple(base),
-            "simple+batch": lambda s: HttpSource(base, s),
-            "smart": lambda s: SmartSource("odf+" + base, s),
-        }
         best: dict[str, float] = {}
         transfer: dict[str, float] = {}
         for run in range(args.runs):
+            # A new node process per run: its plan cache is empty, so every run has a
+            # first smart pull (the node packs the chain) and a second one (it does not).
+            base = node.restart(src_ws.root)
+            protocols: dict[str, Callable[[aiohttp.ClientSession], ObjectSource]] = {
+                "simple": _simple(base),
+                "simple+batch": _batched(base),
+                "smart": _smart(base),
+            }
             # Every other run in the reverse order: no protocol always follows the same one.
             order = list(protocols.items())
             for name, make in order if run % 2 == 0 else reversed(order):
-                dest = scratch / f"dst-{name}-{run}"
-                secs, commit, cpu = asyncio.run(timed_pull(make, dest, args.objects_parallel))
-                best[name] = min(best.get(name, secs), secs)
-                transfer[name] = min(transfer.get(name, secs - commit), secs - commit)
-                if name == "smart" and run == 0:  # the node's plan cache was empty
-                    best["smart, first"], transfer["smart, first"] = secs, secs - commit
-                print(
-                    f"  run {run + 1}: {name:<13} {secs:7.2f} s  (commit {commit:.2f} s, {cpu})",
-                    flush=True,
-                )
-                # `dest` stays until the end (module docstring: removed inodes).
+                for label in ("smart, first", "smart") if name == "smart" else (name,):
+                    dest = scratch / f"dst-{label.replace(', ', '-')}-{run}"
+                    secs, commit, cpu = asyncio.run(timed_pull(make, dest, args.objects_parallel))
+                    best[label] = min(best.get(label, secs), secs)
+                    transfer[label] = min(transfer.get(label, secs - commit), secs - commit)
+                    print(
+                        f"  run {run + 1}: {label:<13} {secs:7.2f} s  "
+                        f"(commit {commit:.2f} s, {cpu})",
+                        flush=True,
+                    )
+                    # `dest` stays until the end (module docstring: removed inodes).
         print(
             f"pull of {args.blocks} blocks / {args.slices} slices, latency "
             f"{args.latency_ms:g} ms, {args.objects_parallel} parallel object downloads "
@@ -293,9 +319,7 @@ def main() -> None:
         print(f"issue 14 target (simple / smart pull >= 5x): {verdict}")
         print(f"load average: {load0} at the start, {_load()} at the end")
     finally:
-        if server is not None:
-            server.terminate()
-            server.wait(10)
+        node.stop()
         shutil.rmtree(scratch, ignore_errors=True)
 
 
