@@ -156,6 +156,7 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     p.add_argument("--seed", type=int, default=19, help="the sample's seed (default 19)")
     p.add_argument("--workdir", type=Path, help="private copy (default /tmp/odf-mutation/<m>)")
     p.add_argument("--no-constants", action="store_true", help="skip the constant mutants")
+    p.add_argument("--constants-only", action="store_true", help="test only the constant mutants")
     p.add_argument("--json", type=Path, help="also write the verdicts as JSON to this file")
     p.add_argument(
         "--rerun",
@@ -520,14 +521,23 @@ def main(argv: Sequence[str]) -> int:
     if REPO in (workdir, *workdir.parents):
         print("the work directory must lie outside the repository", file=sys.stderr)
         return 2
+    if args.constants_only and (args.no_constants or args.report_only or args.rerun):
+        print(
+            "--constants-only excludes --no-constants, --report-only and --rerun", file=sys.stderr
+        )
+        return 2
     start = time.monotonic()
-    if args.report_only:
+    names: list[str] = []
+    if args.constants_only:
+        verdicts = Verdicts(status={})
+    elif args.report_only:
         names = sorted(load_results(workdir))
         tested = {n: s for n, s in load_results(workdir).items() if s != "not checked"}
         verdicts = Verdicts(status=tested)
     else:
         verdicts, names = run_all(args, workdir, module, tests)
-    classify(workdir, verdicts)
+    if not args.constants_only:
+        classify(workdir, verdicts)
     if not args.no_constants and not args.report_only:
         verdicts.status.update(run_constants(workdir, module, tests))
     report(module, verdicts, len(names), time.monotonic() - start)
