@@ -642,3 +642,20 @@ def test_an_input_without_rows_yet_is_read_empty_on_the_next_run(
         (0, "x", 2),
     ]
     assert fold(runner.outputs) == counter_of([(t0, "x", 2)])
+
+
+def test_the_plan_facts_cache_holds_256_queries(engine: InProcessEngine, tmp_path: Path) -> None:
+    """The engine process remembers the plan facts of at most `PLAN_FACTS_CACHE_SIZE` = 256
+    queries, the least recently used forgotten first: with 256 remembered, a new query's
+    facts push out exactly the oldest (the limit pinned at its boundary, issue 19)."""
+    facts = execute._PlanFacts(execute.MODE_CHANGELOG, False, bounded=False)
+    execute._PLAN_FACTS.update({("other query", i): facts for i in range(256)})
+    query = "SELECT max(event_time) AS event_time, k, count(*) AS n FROM ev GROUP BY k"
+    ev = InputStream("ev", EVENTS, tmp_path / "in")
+    runner = StreamRunner(engine, [ev], [(None, query)], tmp_path / "out")
+    ev.append([{"event_time": dt.datetime(2020, 1, 1, tzinfo=dt.UTC), "k": "a", "v": 1}])
+    runner.run()
+    keys = list(execute._PLAN_FACTS)
+    assert len(keys) == 256
+    assert keys[:255] == [("other query", i) for i in range(1, 256)]
+    assert keys[255][0] != "other query"
