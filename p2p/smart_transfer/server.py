@@ -65,7 +65,6 @@ from p2p.smart_transfer.messages import (
     ErrorReply,
     MalformedMessage,
     ObjectFile,
-    PullMetadataResponse,
     PullObjectsRequest,
     PullObjectsResponse,
     PullRequest,
@@ -81,6 +80,7 @@ from p2p.smart_transfer.messages import (
     dumps,
     internal_error,
     loads,
+    metadata_response_text,
     ok,
     pack_blocks,
     unpack_blocks,
@@ -313,7 +313,7 @@ def _read_interval(ds: Dataset, req: PullRequest) -> _Interval | None:
 
 def _message(interval: _Interval) -> str:
     """The ``DatasetMetadataPullResponse`` text of ``interval``."""
-    return dumps(PullMetadataResponse(pack_blocks(interval.blocks)).to_doc())
+    return metadata_response_text(pack_blocks(interval.blocks))
 
 
 def _pull_key(ds: Dataset, req: PullRequest) -> PullKey | None:

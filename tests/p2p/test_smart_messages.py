@@ -17,6 +17,7 @@ from p2p.smart_transfer.messages import (
     ErrorReply,
     MalformedMessage,
     ObjectFile,
+    PullMetadataResponse,
     PullObjectsResponse,
     PullRequest,
     PullStrategy,
@@ -31,6 +32,7 @@ from p2p.smart_transfer.messages import (
     dumps,
     internal_error,
     loads,
+    metadata_response_text,
     ok,
     pack_blocks,
     unpack_blocks,
@@ -65,6 +67,21 @@ def test_pack_writes_what_tarfile_writes_and_unpacks() -> None:
     assert pack_blocks(BLOCKS) == batch  # deterministic
     assert unpack_blocks(batch) == BLOCKS
     assert unpack_blocks(pack_blocks([])) == []
+
+
+@pytest.mark.parametrize(
+    "batch",
+    [
+        pack_blocks(BLOCKS),
+        pack_blocks([]),
+        BlocksBatch(3, bytes(range(256)) * 3),  # every byte value
+        BlocksBatch(0, b""),
+    ],
+)
+def test_metadata_response_text_is_the_json_text(batch: BlocksBatch) -> None:
+    text = metadata_response_text(batch)
+    assert text == dumps(PullMetadataResponse(batch).to_doc())
+    assert PullMetadataResponse.from_doc(loads(text)).blocks == batch
 
 
 def test_unpack_reads_other_tar_writers() -> None:
