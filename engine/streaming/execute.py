@@ -737,7 +737,11 @@ def _save_inputs(
             retained = sorted(folder.glob("*.parquet")) if folder is not None else []
         name = f"input-{index}"
         retain_rows(inp, plan, retained, state_dir / name, cutoff_us=cutoff)
-        inputs[name] = inp.dataset_id.as_multibase()
+        # Listed only with a file: an input with no rows yet leaves an empty folder, which
+        # the checkpoint archive (files only) does not keep, and a listed folder that is
+        # missing is a damaged checkpoint. Unlisted means no retained rows, the same.
+        if any((state_dir / name).iterdir()):
+            inputs[name] = inp.dataset_id.as_multibase()
     return inputs
 
 

@@ -613,19 +613,15 @@ def test_a_window_float_sum_adds_its_rows_in_offset_order(
     assert [(r["event_time"], r["s"]) for r in runner.run().to_pylist()] == [(t0, 0.0)]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: an input with no rows on a run gets an empty retained folder, listed in "
-    "state.json; the checkpoint archive keeps files only, so the next run's load_state "
-    "refuses the state ('checkpoint state folder input-1 is missing')",
-)
 def test_an_input_without_rows_yet_is_read_empty_on_the_next_run(
     engine: InProcessEngine, tmp_path: Path
 ) -> None:
     """A stateful query over two inputs, one of them with a schema but no rows yet on the
     first run: the second run reads that input's new rows alone (no retained rows; its
     empty retained folder is not read as Parquet, from which Spark cannot infer a schema)
-    (found by mutation testing of `_input_views` 58, issue 19)."""
+    (found by mutation testing of `_input_views` 58, issue 19: the input's empty retained
+    folder was listed in state.json, the checkpoint archive kept files only, and the next
+    run refused the state as damaged)."""
     query = (
         "SELECT max(event_time) AS event_time, k, count(*) AS n "
         "FROM (SELECT event_time, k FROM a UNION ALL SELECT event_time, k FROM b) GROUP BY k"

@@ -654,3 +654,22 @@ def test_stateless_query_selecting_op_writes_its_own(engine: EngineClient, tmp_p
     out = runner.run()
     assert out.column("op").to_pylist() == [0, 1, 0]
     assert out.column("k").to_pylist() == ["a", "a", "b"]
+
+
+def test_an_input_without_rows_on_the_first_run(engine: EngineClient, tmp_path: Path) -> None:
+    """A stateful query over two inputs, one with a schema but no rows on the first run:
+    the next run reads that input's new rows (its empty retained folder was once listed in
+    the state, dropped by the checkpoint archive, and the next run failed on a "missing
+    state folder"; found by mutation testing, issue 19)."""
+    query = (
+        "SELECT max(event_time) AS event_time, k, count(*) AS n "
+        "FROM (SELECT event_time, k FROM a UNION ALL SELECT event_time, k FROM b) GROUP BY k"
+    )
+    a = InputStream("a", EVENTS, tmp_path / "a")
+    b = InputStream("b", EVENTS, tmp_path / "b")
+    runner = StreamRunner(engine, [a, b], [(None, query)], tmp_path / "out")
+    a.append([{"event_time": T0, "k": "x", "v": 1}])
+    runner.run()
+    b.append([{"event_time": T0, "k": "x", "v": 2}])
+    runner.run()
+    assert fold(runner.outputs) == counter_of([(T0, "x", 2)])
