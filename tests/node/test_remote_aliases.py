@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from fbs.errors import ManifestError
+from fbs.errors import ManifestError, ManifestFieldError
 from fbs.manifest.dataset_config import (
+    MAX_REMOTE_ALIAS_LEN,
     MAX_REMOTE_ALIASES,
     DatasetConfig,
     dump_dataset_config,
@@ -66,11 +67,13 @@ def test_kamu_config_round_trips_byte_for_byte() -> None:
     assert dump_dataset_config(config) == KAMU_CONFIG
 
 
-def test_adding_an_alias_twice_keeps_one() -> None:
+def test_adding_an_alias_twice_keeps_one_and_the_other_kind() -> None:
     config = DatasetConfig().with_pull_alias("http://a/x").with_pull_alias("http://a/x")
-    assert config.pull_aliases == ("http://a/x",)
-    assert config.with_push_alias("http://b").with_push_alias("http://b").push_aliases == (
-        "http://b",
+    assert config == DatasetConfig(("http://a/x",), ())
+    both = config.with_push_alias("http://b").with_push_alias("http://b")
+    assert both == DatasetConfig(("http://a/x",), ("http://b",))
+    assert both.with_pull_alias("http://c") == DatasetConfig(
+        ("http://a/x", "http://c"), ("http://b",)
     )
 
 
@@ -85,27 +88,58 @@ def test_adding_an_alias_twice_keeps_one() -> None:
             "kind: DatasetConfig\nversion: 1\ncontent: {pullAliases: [], pushAliases: [], x: 1}",
             "content.x",
         ),
-        ("kind: DatasetConfig\nversion: 1\ncontent: {pullAliases: x, pushAliases: []}", None),
-        ("kind: DatasetConfig\nversion: 1\ncontent: {pullAliases: [1], pushAliases: []}", None),
-        ("kind: DatasetConfig\nversion: 1\ncontent: {pullAliases: [''], pushAliases: []}", None),
-        ("kind: DatasetConfig\nversion: 1\ncontent: {pullAliases: [' a'], pushAliases: []}", None),
+        (
+            "kind: DatasetConfig\nversion: 1\ncontent: {pullAliases: x, pushAliases: []}",
+            "content.pullAliases",
+        ),
+        (
+            "kind: DatasetConfig\nversion: 1\ncontent: {pullAliases: [], pushAliases: x}",
+            "content.pushAliases",
+        ),
+        (
+            "kind: DatasetConfig\nversion: 1\ncontent: {pullAliases: [1], pushAliases: []}",
+            "content.pullAliases[0]",
+        ),
+        (
+            "kind: DatasetConfig\nversion: 1\ncontent: {pullAliases: [], pushAliases: ['a', '']}",
+            "content.pushAliases[1]",
+        ),
+        (
+            "kind: DatasetConfig\nversion: 1\ncontent: {pullAliases: [' a'], pushAliases: []}",
+            "content.pullAliases[0]",
+        ),
         ("kind: DatasetConfig\nversion: 1\ncontent: []", "content"),
         ("kind: DatasetConfig\nversion: 1\ncontent: {}\nextra: 1", ""),
         ("- not a mapping", ""),
     ],
 )
-def test_malformed_configs_are_refused(text: str, path: str | None) -> None:
-    with pytest.raises(ManifestError) as info:
+def test_malformed_configs_are_refused_naming_the_field(text: str, path: str) -> None:
+    with pytest.raises(ManifestFieldError) as info:
         parse_dataset_config(text)
-    if path is not None:
-        assert getattr(info.value, "path", None) == path
+    assert info.value.path == path
+
+
+def test_alias_length_is_bounded() -> None:
+    for alias in ("x", "h" * MAX_REMOTE_ALIAS_LEN):
+        config = DatasetConfig((alias,), (alias,))
+        assert parse_dataset_config(dump_dataset_config(config)) == config
+    too_long = "h" * (MAX_REMOTE_ALIAS_LEN + 1)
+    with pytest.raises(ManifestError):
+        dump_dataset_config(DatasetConfig((), (too_long,)))
+    text = (
+        f"kind: DatasetConfig\nversion: 1\ncontent: {{pullAliases: [{too_long}], pushAliases: []}}"
+    )
+    with pytest.raises(ManifestFieldError) as info:
+        parse_dataset_config(text)
+    assert info.value.path == "content.pullAliases[0]"
 
 
 def test_alias_count_is_bounded() -> None:
     many = "".join(f"  - http://h/{i}\n" for i in range(MAX_REMOTE_ALIASES + 1))
     text = f"kind: DatasetConfig\nversion: 1\ncontent:\n  pullAliases:\n{many}  pushAliases: []\n"
-    with pytest.raises(ManifestError, match="more than"):
+    with pytest.raises(ManifestFieldError, match="more than") as info:
         parse_dataset_config(text)
+    assert info.value.path == "content.pullAliases"
     within = DatasetConfig(tuple(f"http://h/{i}" for i in range(MAX_REMOTE_ALIASES)))
     assert parse_dataset_config(dump_dataset_config(within)) == within
 
@@ -246,3 +280,25 @@ def test_a_dataset_is_pushed_again_where_it_went(
     assert run(mine, "push", "mine.data", "--to", f"odf+{url}/theirs", "--no-alias") == EXIT_OK
     assert served.get("theirs").head() == own.head()
     assert config_of(mine, "mine.data").push_aliases == (f"odf+{url}/theirs",)
+
+
+def test_the_limits_are_pinned_at_their_boundaries() -> None:
+    """64 aliases of a kind and 2,048 characters per alias, by value (a test computing its
+    data from the constants would follow a changed constant)."""
+    assert (MAX_REMOTE_ALIASES, MAX_REMOTE_ALIAS_LEN) == (64, 2048)
+    ok = DatasetConfig(tuple(f"http://h/{i}" for i in range(64)), ("h" * 2048,))
+    assert parse_dataset_config(dump_dataset_config(ok)) == ok
+    for bad in (
+        DatasetConfig(tuple(f"http://h/{i}" for i in range(65))),
+        DatasetConfig(("h" * 2049,)),
+    ):
+        with pytest.raises(ManifestFieldError):
+            parse_dataset_config(dump_yaml_unchecked(bad))
+
+
+def dump_yaml_unchecked(config: DatasetConfig) -> str:
+    """The file text for ``config`` without `dump_dataset_config`'s own checks."""
+    from fbs.manifest.yamlio import dump_yaml
+
+    content = {"pullAliases": list(config.pull_aliases), "pushAliases": list(config.push_aliases)}
+    return dump_yaml({"kind": "DatasetConfig", "version": 1, "content": content})
