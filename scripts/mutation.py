@@ -88,12 +88,21 @@ DEFAULT_TESTS: dict[str, list[str]] = {
         "tests/engine/test_window_gate.py",
         "tests/engine/test_execute_inprocess.py",
     ],
+    # Stateless queries over changelog inputs: the in-process tests of that path only.
+    "engine/row_changelog.py": [
+        "tests/engine/test_execute_inprocess.py::test_stateless_query_selecting_op_writes_its_own",
+        "tests/engine/test_execute_inprocess.py::test_stateless_query_over_a_changelog_of_any_shape",
+        "tests/engine/test_execute_inprocess.py::test_one_split_folds_to_the_batch_answer",
+    ],
 }
 
 # Modules whose tests run Spark inside the pytest process: the environment variable that
 # lets tests/engine/test_execute_inprocess.py start its local SparkSession (mutmut's
 # process is not the test session, which shares one engine and must not start a JVM).
-IN_PROCESS_SPARK: dict[str, str] = {"engine/streaming/execute.py": "ODF_TEST_INPROCESS_SPARK"}
+IN_PROCESS_SPARK: dict[str, str] = {
+    "engine/streaming/execute.py": "ODF_TEST_INPROCESS_SPARK",
+    "engine/row_changelog.py": "ODF_TEST_INPROCESS_SPARK",
+}
 
 # A pytest plugin written into the copy's mutants/ folder (on mutmut's import path) and
 # loaded by every pytest run mutmut makes: it runs a mutant's tests fastest first, by the

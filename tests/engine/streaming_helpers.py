@@ -45,6 +45,8 @@ class InputStream:
     next_offset: int = 0
     watermark_ms: int | None = None
     pending: tuple[int, int] | None = None  # offsets not yet given to the engine
+    #: Write Parquet column statistics (a writer may leave them out).
+    statistics: bool = True
 
     @property
     def dataset_id(self) -> DatasetId:
@@ -63,7 +65,7 @@ class InputStream:
                 cols[f.name] = pa.array([r[f.name] for r in rows], f.type)
             path = self.folder / f"{self.alias}-{len(self.slices)}.parquet"
             path.parent.mkdir(parents=True, exist_ok=True)
-            pq.write_table(pa.table(cols), path)
+            pq.write_table(pa.table(cols), path, write_statistics=self.statistics)
             self.slices.append(path)
             start = self.pending[0] if self.pending else self.next_offset
             self.pending = (start, self.next_offset + n - 1)

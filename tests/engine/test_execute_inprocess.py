@@ -50,7 +50,9 @@ from tests.engine.test_streaming import (  # noqa: F401
     TRADES,
     Reference,
     _as_of_reference,
+    _changelog,
     _events,
+    _filter_reference,
     _group_reference,
     _hop_reference,
     _interval_join_reference,
@@ -60,6 +62,8 @@ from tests.engine.test_streaming import (  # noqa: F401
     _tumble_reference,
     test_input_retractions_are_folded_before_a_stateful_query,
     test_new_query_takes_over_from_the_old_state,
+    test_stateless_query_over_a_changelog_of_any_shape,
+    test_stateless_query_selecting_op_writes_its_own,
     test_unsupported_constructs_are_refused_by_name,
     test_window_waits_for_the_watermark,
 )
@@ -155,6 +159,7 @@ _INTERVAL_JOIN = (
     "FROM orders AS o LEFT JOIN shipments AS s ON o.order_id = s.order_id AND "
     "s.event_time BETWEEN o.event_time AND o.event_time + INTERVAL '2' DAY"
 )
+_STATELESS = "SELECT event_time, upper(k) AS k, v * 2 AS v2 FROM ev WHERE v > 100"
 _AS_OF = (
     "SELECT t.event_time, t.currency, t.amount, t.amount * r.rate AS converted "
     "FROM trades AS t LEFT JOIN rates FOR SYSTEM_TIME AS OF t.event_time AS r "
@@ -194,6 +199,15 @@ def _traded(seed: int) -> dict[str, tuple[pa.Schema, list[dict[str, Any]]]]:
             False,
             (),
             id="interval-join",
+        ),
+        pytest.param(
+            _STATELESS,
+            _one_input(_changelog(21, 40)),
+            [17],
+            _filter_reference,
+            False,
+            (),
+            id="stateless-over-changelog",
         ),
         pytest.param(
             _AS_OF,
