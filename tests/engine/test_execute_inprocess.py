@@ -60,6 +60,7 @@ from tests.engine.test_streaming import (  # noqa: F401
     _run_split,
     _trades,
     _tumble_reference,
+    test_an_input_without_rows_yet_is_read_empty_on_the_next_run,
     test_input_retractions_are_folded_before_a_stateful_query,
     test_new_query_takes_over_from_the_old_state,
     test_stateless_query_over_a_changelog_of_any_shape,
@@ -625,33 +626,6 @@ def test_a_window_float_sum_adds_its_rows_in_offset_order(
         watermark_ms=int((t0 + dt.timedelta(hours=2)).timestamp() * 1000),
     )
     assert [(r["event_time"], r["s"]) for r in runner.run().to_pylist()] == [(t0, 0.0)]
-
-
-def test_an_input_without_rows_yet_is_read_empty_on_the_next_run(
-    engine: InProcessEngine, tmp_path: Path
-) -> None:
-    """A stateful query over two inputs, one of them with a schema but no rows yet on the
-    first run: the second run reads that input's new rows alone (no retained rows; its
-    empty retained folder is not read as Parquet, from which Spark cannot infer a schema)
-    (found by mutation testing of `_input_views` 58, issue 19: the input's empty retained
-    folder was listed in state.json, the checkpoint archive kept files only, and the next
-    run refused the state as damaged)."""
-    query = (
-        "SELECT max(event_time) AS event_time, k, count(*) AS n "
-        "FROM (SELECT event_time, k FROM a UNION ALL SELECT event_time, k FROM b) GROUP BY k"
-    )
-    a = InputStream("a", EVENTS, tmp_path / "a")
-    b = InputStream("b", EVENTS, tmp_path / "b")
-    runner = StreamRunner(engine, [a, b], [(None, query)], tmp_path / "out")
-    t0 = dt.datetime(2020, 1, 1, tzinfo=dt.UTC)
-    a.append([{"event_time": t0, "k": "x", "v": 1}])
-    runner.run()  # b has a schema but no rows yet
-    b.append([{"event_time": t0, "k": "x", "v": 2}])  # not after a's watermark
-    assert [(r["op"], r["k"], r["n"]) for r in runner.run().to_pylist()] == [
-        (1, "x", 1),
-        (0, "x", 2),
-    ]
-    assert fold(runner.outputs) == counter_of([(t0, "x", 2)])
 
 
 def test_the_plan_facts_cache_holds_256_queries(engine: InProcessEngine, tmp_path: Path) -> None:
