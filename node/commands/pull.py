@@ -72,10 +72,11 @@ def cmd_pull(args: argparse.Namespace) -> int:
         roots: list[str] = []
         derivs: list[str] = []
         for entry in all_ws.list():
-            state = all_ws.get(entry.id).state()
+            ds = all_ws.get(entry.id)
+            state = ds.state()
             if state is None:
                 continue
-            if all_ws.get(entry.id).layout.read_config().pull_aliases:
+            if ds.layout.read_config().pull_aliases:
                 # A replica: updated from where it was pulled, before what reads it.
                 roots.append(entry.alias)
                 continue
