@@ -450,8 +450,19 @@ def _add_format(p: argparse.ArgumentParser, choices: Sequence[str], default: str
     )
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The argparse tree of the ``odf`` command."""
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The argparse tree of the ``odf`` command.
+
+    ``command``: a top-level command name (see `command_word`); only the parsers of the
+    module that registers it are built (`node.commands.COMMAND_OWNERS`). Parsing that
+    command's arguments gives the same result as with the whole tree, without importing
+    every command module and building ~35 parsers at each start (~25 ms). ``None`` or an
+    unknown name: the whole tree (top-level help, "invalid choice" listing every command).
+    """
+    import importlib
+
+    from node.commands import BUILTIN, COMMAND_MODULES, COMMAND_OWNERS
+
     parser = argparse.ArgumentParser(
         prog="odf", description="odf-node: an Open Data Fabric repository node"
     )
@@ -462,32 +473,74 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"workspace directory (default: ${WORKSPACE_ENV} or search upwards from cwd)",
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    owner = COMMAND_OWNERS.get(command or "")
+    if owner == BUILTIN:
+        _BUILTINS[command or ""](sub)
+        return parser
+    if owner is None:
+        for add in _BUILTINS.values():
+            add(sub)
+    for name in (owner,) if owner is not None else COMMAND_MODULES:
+        importlib.import_module(name).register(sub)
+    return parser
 
-    def cmd(
-        name: str, fn: Callable[[argparse.Namespace], int], help: str
-    ) -> argparse.ArgumentParser:
-        p = sub.add_parser(name, help=help, description=help)
-        p.set_defaults(func=fn)
-        return p
 
-    p = cmd("init", cmd_init, "create a workspace (.odf/) in the current directory")
+def command_word(argv: Sequence[str]) -> str | None:
+    """The top-level command named in ``argv``, or ``None`` when the whole tree is needed.
+
+    Skips only the global option's exact spellings (``-w DIR``, ``-wDIR``, ``--workspace
+    DIR``, ``--workspace=DIR``): any other option before the command (``--help``, an
+    abbreviation such as ``--work``, a typo) gives ``None``, so argparse sees the whole
+    tree and answers as it always did.
+    """
+    args = iter(argv)
+    for arg in args:
+        if arg in ("-w", "--workspace"):
+            next(args, None)
+        elif arg.startswith("--workspace=") or (arg.startswith("-w") and arg != "-w"):
+            continue
+        elif arg.startswith("-"):
+            return None
+        else:
+            return arg
+    return None
+
+
+def _cmd(
+    sub: Any, name: str, fn: Callable[[argparse.Namespace], int], help: str
+) -> argparse.ArgumentParser:
+    p: argparse.ArgumentParser = sub.add_parser(name, help=help, description=help)
+    p.set_defaults(func=fn)
+    return p
+
+
+def _add_init(sub: Any) -> None:
+    p = _cmd(sub, "init", cmd_init, "create a workspace (.odf/) in the current directory")
     p.add_argument("--exist-ok", action="store_true", help="do nothing if it already exists")
 
-    p = cmd("add", cmd_add, "add datasets from DatasetSnapshot manifests")
-    from node.commands.add import add_arguments
+
+def _add_add(sub: Any) -> None:
+    p = _cmd(sub, "add", cmd_add, "add datasets from DatasetSnapshot manifests")
+    from node.commands.add import add_arguments  # only `odf add` pays for it
 
     add_arguments(p)
 
-    p = cmd("list", cmd_list, "list datasets in the workspace")
+
+def _add_list(sub: Any) -> None:
+    p = _cmd(sub, "list", cmd_list, "list datasets in the workspace")
     _add_format(p, OUTPUT_FORMATS, "table")
 
-    p = cmd("log", cmd_log, "show a dataset's metadata chain, newest first")
+
+def _add_log(sub: Any) -> None:
+    p = _cmd(sub, "log", cmd_log, "show a dataset's metadata chain, newest first")
     p.add_argument("dataset", help="dataset alias or DID")
     p.add_argument("-n", "--limit", type=int, default=None, help="show at most N blocks")
     p.add_argument("--full-hashes", action="store_true", help="print full block hashes")
     _add_format(p, OUTPUT_FORMATS, "table")
 
-    p = cmd("delete", cmd_delete, "delete datasets from the workspace")
+
+def _add_delete(sub: Any) -> None:
+    p = _cmd(sub, "delete", cmd_delete, "delete datasets from the workspace")
     p.add_argument("dataset", nargs="+", help="dataset aliases or DIDs")
     p.add_argument(
         "-r", "--recursive", action="store_true",
@@ -495,7 +548,10 @@ def build_parser() -> argparse.ArgumentParser:
     )  # fmt: skip
     p.add_argument("-y", "--yes", action="store_true", help="do not ask for confirmation")
 
-    p = cmd(
+
+def _add_verify(sub: Any) -> None:
+    p = _cmd(
+        sub,
         "verify",
         cmd_verify,
         "verify datasets: hashes, chain rules, and replay of every transform on the engine",
@@ -520,9 +576,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _add_format(p, OUTPUT_FORMATS, "table")
 
-    p = cmd("gc", cmd_gc, "delete objects no dataset references")
+
+def _add_gc(sub: Any) -> None:
+    p = _cmd(sub, "gc", cmd_gc, "delete objects no dataset references")
     p.add_argument("--dry-run", action="store_true", help="only report what would be deleted")
 
+
+def _add_block(sub: Any) -> None:
     block = sub.add_parser("block", help="encode/decode single metadata blocks")
     bsub = block.add_subparsers(dest="block_command", required=True, metavar="COMMAND")
     p = bsub.add_parser("encode", help="encode a MetadataBlock YAML manifest to binary")
@@ -546,6 +606,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("file", help="binary block file, or - for stdin")
     p.add_argument("--output-format", choices=["yaml", "json"], default="yaml")
 
+
+def _add_hash(sub: Any) -> None:
     hsub = sub.add_parser("hash", help="compute data hashes").add_subparsers(
         dest="hash_command", required=True, metavar="COMMAND"
     )
@@ -555,19 +617,26 @@ def build_parser() -> argparse.ArgumentParser:
     p = hsub.add_parser("physical", help="physical hash of any file (f1620...)")
     p.set_defaults(func=cmd_hash_physical)
     p.add_argument("file")
-    import importlib
 
-    from node.commands import COMMAND_MODULES
 
-    for name in COMMAND_MODULES:
-        importlib.import_module(name).register(sub)
-    return parser
+#: The commands `node.cli` implements itself, each with the function adding its parser.
+_BUILTINS: dict[str, Callable[[Any], None]] = {
+    "init": _add_init,
+    "add": _add_add,
+    "list": _add_list,
+    "log": _add_log,
+    "delete": _add_delete,
+    "verify": _add_verify,
+    "gc": _add_gc,
+    "block": _add_block,
+    "hash": _add_hash,
+}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``odf`` console script; returns the exit code."""
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    words = sys.argv[1:] if argv is None else argv
+    args = build_parser(command_word(words)).parse_args(words)
     try:
         code: int = args.func(args)
         return code

@@ -16,3 +16,22 @@ COMMAND_MODULES: tuple[str, ...] = (
     "node.commands.attest",
     "node.commands.node",
 )
+
+#: Stands for `node.cli` itself in `COMMAND_OWNERS` (its built-in commands).
+BUILTIN = "node.cli"
+
+#: The module whose ``register`` adds each top-level command: `node.cli.main` builds
+#: only the chosen command's parsers (importing one command module, not all of them);
+#: ``odf --help`` and unknown commands get the whole tree. A test keeps this table equal
+#: to what the modules register.
+COMMAND_OWNERS: dict[str, str] = {
+    **dict.fromkeys(
+        ("init", "add", "list", "log", "delete", "verify", "gc", "block", "hash"), BUILTIN
+    ),
+    **dict.fromkeys(("ingest", "tail", "inspect", "export"), "node.commands.ingest"),
+    **dict.fromkeys(("engine", "sql"), "node.commands.transform"),
+    **dict.fromkeys(("fetch", "push"), "node.commands.remote"),
+    "pull": "node.commands.pull",
+    **dict.fromkeys(("attestations", "validate"), "node.commands.attest"),
+    "node": "node.commands.node",
+}

@@ -26,6 +26,7 @@ or diverged `EXIT_CONFLICT`, unreachable sources `EXIT_NOT_FOUND`.
 from __future__ import annotations
 
 import argparse
+import functools
 import sys
 from typing import Any
 from urllib.parse import urlsplit
@@ -52,6 +53,7 @@ NO_PULL_ALIAS_HELP = (
 def _guard(fn: Any) -> Any:
     """Map p2p errors to exit codes (node.cli maps the storage/fbs ones)."""
 
+    @functools.wraps(fn)
     def run(args: argparse.Namespace) -> int:
         from p2p.errors import (
             Equivocation,
