@@ -152,6 +152,8 @@ def merge(
     missing = [k for k in keys if k not in new.column_names]
     if missing:
         raise MergeError(f"primary key column(s) {missing} missing from the input")
+    for k in keys:  # before any kernel meets a key type it has no kernel for
+        _fill_value(new.column(k).type, k)
     if isinstance(strategy, MergeStrategyChangelogStream):
         return _changelog(new, keys, op_col)
     if op_col in new.column_names and not isinstance(strategy, MergeStrategyUpsertStream):
@@ -271,8 +273,12 @@ def _key_error(table: pa.Table, keys: list[str], what: str) -> MergeError:
     return MergeError(f"{what}: {', '.join(str(r) for r in shown)}")
 
 
-def _fill_value(t: pa.DataType) -> pa.Scalar:
-    """A non-null placeholder of type ``t`` (nulls are matched via a separate flag)."""
+def _fill_value(t: pa.DataType, column: str) -> pa.Scalar:
+    """A non-null placeholder of type ``t`` (nulls are matched via a separate flag).
+
+    Raises:
+        MergeError: ``t`` cannot be a primary key type (nested values, ...).
+    """
     types = pa.types
     if types.is_string(t) or types.is_large_string(t) or types.is_string_view(t):
         return pa.scalar("", t)
@@ -288,7 +294,7 @@ def _fill_value(t: pa.DataType) -> pa.Scalar:
         return pa.scalar(0, pa.int32()).cast(t)
     if types.is_integer(t) or types.is_floating(t) or types.is_temporal(t):
         return pa.scalar(0, pa.int64()).cast(t)
-    raise MergeError(f"primary key columns of type {t} are not supported")
+    raise MergeError(f"primary key column {column!r}: type {t} is not supported as a key")
 
 
 def _join_keys(table: pa.Table, keys: list[str], prefix: str) -> tuple[pa.Table, list[str]]:
@@ -296,7 +302,7 @@ def _join_keys(table: pa.Table, keys: list[str], prefix: str) -> tuple[pa.Table,
     names: list[str] = []
     for k in keys:
         col = table.column(k)
-        filled = pc.fill_null(col, _fill_value(col.type))
+        filled = pc.fill_null(col, _fill_value(col.type, k))
         kn, nn = f"{prefix}{k}", f"{prefix}{k}{_NULL_SUFFIX}"
         table = table.append_column(kn, filled).append_column(nn, pc.is_null(col))
         names += [kn, nn]
@@ -380,12 +386,23 @@ def _state(
     return _unify(live, data), pc.cast(offsets, pa.int64())
 
 
+def _not_equal(x: pa.ChunkedArray, y: pa.ChunkedArray) -> pa.Array | pa.ChunkedArray:
+    """Element-wise ``x != y``: Arrow's kernel, or for nested values (lists, structs,
+    maps: Arrow has no comparison kernel for them) a comparison of their Python values,
+    which are equal exactly when the nested values are (row by row: slower, and only
+    for such columns)."""
+    if not pa.types.is_nested(x.type):
+        return pc.not_equal(x, y)
+    pairs = zip(x.to_pylist(), y.to_pylist(), strict=True)
+    return pa.array([u != v for u, v in pairs], pa.bool_())
+
+
 def _rows_differ(a: pa.Table, b: pa.Table, columns: Sequence[str]) -> pa.Array:
     """Row-wise "some column differs" (null == null) for equally long tables."""
     differ = pa.array([False] * a.num_rows, pa.bool_())
     for c in columns:
         x, y = a.column(c), b.column(c)
-        ne = pc.fill_null(pc.not_equal(x, y), False)
+        ne = pc.fill_null(_not_equal(x, y), False)
         # Exactly one side null also counts as a difference.
         one_null = pc.xor(pc.is_null(x), pc.is_null(y))
         differ = pc.or_(differ, pc.or_(ne, one_null))

@@ -116,3 +116,54 @@ def test_pull_set_watermark(ws: Path, capsys: pytest.CaptureFixture[str]) -> Non
     odf(ws, "ingest", "pop", str(ws / "data.csv"))
     assert odf(ws, "pull", "pop", "--set-watermark", "2030-01-01T00:00:00Z") == EXIT_OK
     assert "watermark 2030-01-01T00:00:00Z" in capsys.readouterr().out
+
+
+NESTED_SNAPSHOT = """\
+kind: DatasetSnapshot
+version: 1
+content:
+  name: stock
+  kind: Root
+  metadata:
+  - kind: AddPushSource
+    sourceName: default
+    read:
+      kind: NdJson
+      ddlSchema:
+      - sku STRING
+      - tags ARRAY<STRING>
+      - ts TIMESTAMP
+    merge:
+      kind: Snapshot
+      primaryKey:
+      - sku
+  - kind: SetVocab
+    eventTimeColumn: ts
+"""
+
+
+def test_snapshot_of_a_list_column(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A Snapshot source with a list column: each snapshot merges (a change in the list
+    alone is a correction), instead of an exit-1 traceback from a missing Arrow kernel."""
+    (tmp_path / "stock.yaml").write_text(NESTED_SNAPSHOT)
+    assert odf(tmp_path, "init") == EXIT_OK
+    assert odf(tmp_path, "add", str(tmp_path / "stock.yaml")) == EXIT_OK
+    snaps = [
+        [("a", ["x"]), ("b", [])],
+        [("a", ["x", "y"]), ("b", []), ("c", None)],
+    ]
+    for i, snap in enumerate(snaps):
+        path = tmp_path / f"s{i}.json"
+        lines = [json.dumps({"sku": s, "tags": t, "ts": f"2024-01-0{i + 1}"}) for s, t in snap]
+        path.write_text("\n".join(lines) + "\n")
+        assert odf(tmp_path, "ingest", "stock", str(path)) == EXIT_OK
+    capsys.readouterr()
+    assert odf(tmp_path, "tail", "stock", "-n", "10", "--output-format", "json") == EXIT_OK
+    rows = [(r["op"], r["sku"], r["tags"]) for r in json.loads(capsys.readouterr().out)]
+    assert rows == [
+        (0, "a", ["x"]),
+        (0, "b", []),
+        (2, "a", ["x"]),
+        (3, "a", ["x", "y"]),
+        (0, "c", None),
+    ]
