@@ -89,6 +89,11 @@ class NotDescendant(P2PError):
     """A new head whose chain does not descend from the head held locally."""
 
 
+class NameConflict(P2PError):
+    """A push the node refused because a name or dataset there collides with it (the
+    dataset held under another name, the name taken by another dataset)."""
+
+
 class PeerMisbehaved(P2PError):
     """A peer served bytes that do not match their hash, or broke a protocol limit."""
 

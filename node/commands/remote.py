@@ -57,6 +57,7 @@ def _guard(fn: Any) -> Any:
     def run(args: argparse.Namespace) -> int:
         from p2p.errors import (
             Equivocation,
+            NameConflict,
             NotDescendant,
             P2PError,
             PeerUnavailable,
@@ -67,7 +68,7 @@ def _guard(fn: Any) -> Any:
         try:
             code: int = fn(args)
             return code
-        except (NotDescendant, Equivocation) as e:
+        except (NotDescendant, Equivocation, NameConflict) as e:
             err(str(e))
             return EXIT_CONFLICT
         except StaleHead as e:

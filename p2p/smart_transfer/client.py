@@ -32,6 +32,7 @@ import aiohttp
 
 from fbs.multiformats import Multihash
 from p2p.errors import (
+    NameConflict,
     NotDescendant,
     PeerMisbehaved,
     PeerUnavailable,
@@ -124,6 +125,18 @@ def smart_url(url: str) -> str:
 
 def _ws_headers(headers: Mapping[str, str] | None) -> dict[str, str]:
     return {**dict(headers or {}), SMTP_VERSION_HEADER: str(SMTP_VERSION)}
+
+
+def _collision(reply: ErrorReply) -> str | None:
+    """What a push refused for a name collision collided with (``None``: another error)."""
+    fields = reply.fields if isinstance(reply.fields, dict) else {}
+    if reply.variant == "RefCollision":
+        did = fields.get("dataset_id", "this dataset")
+        return f"the node holds this dataset ({did}) under another name: push to that name"
+    if reply.variant == "NameCollision":
+        alias = fields.get("dataset_alias", "this name")
+        return f"the node has another dataset named {alias}: push under another name"
+    return None
 
 
 def _conflict(reply: ErrorReply) -> bool:
@@ -626,6 +639,9 @@ async def smart_push(
         except SmartRefused as e:
             if _conflict(e.reply):
                 raise NotDescendant(f"push to {base}: the node's head moved: {e}") from None
+            collision = _collision(e.reply)
+            if collision is not None:
+                raise NameConflict(f"push to {base}: {collision}") from None
             raise
     result.blocks_pushed = len(new)
     return result

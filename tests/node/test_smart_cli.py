@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from node.cli import main as odf
-from node.cli_util import EXIT_OK, EXIT_USAGE
+from node.cli_util import EXIT_CONFLICT, EXIT_OK, EXIT_USAGE
 from node.http_auth import TOKEN_ENV, token_path
 from storage.verify import verify_integrity
 from storage.workspace import Workspace
@@ -49,3 +49,30 @@ def test_pull_and_push_over_the_smart_protocol(
     assert run(mine, "push", "mine.data", "--to", f"odf+{url}", "--as", "theirs") == EXIT_OK
     assert served.get("theirs").head() == own.head()
     assert verify_integrity(served.get("theirs")).ok
+
+
+def test_push_collisions_are_conflicts_named(
+    node: tuple[Workspace, str],  # noqa: F811
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A push of a dataset the node holds under another name, or to a name another dataset
+    has there: exit 6 with what collided (was: exit 3, "server refused: RefCollision {...}")."""
+    served, url = node
+    monkeypatch.setenv(TOKEN_ENV, token_path(served.root).read_text().strip())
+    mine = new_workspace(tmp_path / "mine")
+    own = make_dataset(mine, "mine.data", tmp_path / "h", 1)
+    other = make_dataset(mine, "other.data", tmp_path / "o", 1)
+    assert run(mine, "push", "mine.data", "--to", f"odf+{url}/theirs", "--no-alias") == EXIT_OK
+    capsys.readouterr()
+    assert run(mine, "push", "mine.data", "--to", f"odf+{url}/again", "--no-alias") == EXIT_CONFLICT
+    err = capsys.readouterr().err.strip()
+    assert err.endswith(f"holds this dataset ({own.id}) under another name: push to that name")
+    assert (
+        run(mine, "push", "other.data", "--to", f"odf+{url}/theirs", "--no-alias") == EXIT_CONFLICT
+    )
+    assert "is not in the local chain" in capsys.readouterr().err  # seen before any upload
+    assert served.get("theirs").head() == own.head()
+    assert all(e.alias != "again" for e in served.list())
+    assert other.head() is not None
