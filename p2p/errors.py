@@ -110,6 +110,11 @@ class TransferTimeout(TransferError):
     """A peer did not send data within the timeout."""
 
 
+class SourceUnreachable(TransferError):
+    """No connection to a source could be made (refused, no route, unknown host): a later
+    retry may succeed, unlike a source that answers that it has no such dataset."""
+
+
 class PeerUnavailable(P2PError):
     """No peer (left) that can serve the requested object or dataset."""
 

@@ -47,6 +47,7 @@ from p2p.errors import (
     NotDescendant,
     PeerMisbehaved,
     PeerUnavailable,
+    SourceUnreachable,
     TransferError,
     TransferTimeout,
     first_error,
@@ -153,6 +154,12 @@ async def _transfer_errors(what: str) -> AsyncIterator[None]:
         yield
     except TimeoutError:
         raise TransferTimeout(f"{what}: timed out") from None
+    except aiohttp.ClientConnectorError as e:
+        if isinstance(e.os_error, ConnectionRefusedError):
+            reason = "connection refused"
+        else:
+            reason = e.os_error.strerror or str(e.os_error) or type(e.os_error).__name__
+        raise SourceUnreachable(f"{what}: cannot connect to {e.host}:{e.port}: {reason}") from None
     except aiohttp.ClientError as e:
         raise TransferError(f"{what}: {type(e).__name__}: {e}") from None
 

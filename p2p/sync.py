@@ -52,6 +52,7 @@ from fbs.multiformats import Multihash
 from p2p.errors import (
     InvalidHeadRecord,
     NotDescendant,
+    P2PError,
     PeerMisbehaved,
     PeerUnavailable,
     TransferError,
@@ -450,17 +451,29 @@ async def _fetch_chain(
 
 
 async def _first_head(sources: _Sources) -> Multihash:
+    """The head of the first source that has one.
+
+    Raises:
+        PeerUnavailable: some source answered and none has the dataset (named).
+        TransferError / PeerUnavailable / PeerMisbehaved: no source answered: the first
+            source's error (e.g. `SourceUnreachable`), so the cause is not lost.
+    """
     tried: set[int] = set()
+    errors: list[P2PError] = []
     while (i := sources.pick(tried)) is not None:
         tried.add(i)
         try:
             head = await sources.all[i].get_head()
         except (TransferError, PeerUnavailable, PeerMisbehaved) as e:
             sources.penalise(i, f"{type(e).__name__}: {e}", fatal=False)
+            errors.append(e)
             continue
         if head is not None:
             return head
-    raise PeerUnavailable("no source has a head for this dataset")
+    if errors and len(errors) == len(tried):
+        raise errors[0]
+    names = ", ".join(sources.all[i].name for i in sorted(tried))
+    raise PeerUnavailable(f"{names or 'no source'}: no such dataset there (no head)")
 
 
 # -- objects ----------------------------------------------------------------------------------

@@ -36,6 +36,7 @@ from node.cli_util import (
     EXIT_INVALID,
     EXIT_NOT_FOUND,
     EXIT_OK,
+    EXIT_UNAVAILABLE,
     EXIT_USAGE,
     err,
     open_workspace,
@@ -61,6 +62,7 @@ def _guard(fn: Any) -> Any:
             NotDescendant,
             P2PError,
             PeerUnavailable,
+            SourceUnreachable,
             StaleHead,
             TransferError,
         )
@@ -74,6 +76,9 @@ def _guard(fn: Any) -> Any:
         except StaleHead as e:
             err(f"nothing newer to fetch: {e}")
             return EXIT_CONFLICT
+        except SourceUnreachable as e:
+            err(str(e))
+            return EXIT_UNAVAILABLE
         except (PeerUnavailable, TransferError) as e:
             err(str(e))
             return EXIT_NOT_FOUND

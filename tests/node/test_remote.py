@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import socket
 import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from node.cli_util import EXIT_CONFLICT, EXIT_NOT_FOUND, EXIT_OK, EXIT_USAGE
+from node.cli import main as odf
+from node.cli_util import EXIT_CONFLICT, EXIT_NOT_FOUND, EXIT_OK, EXIT_UNAVAILABLE, EXIT_USAGE
 from node.commands import remote
 from node.http_auth import TOKEN_ENV, token_path
 from storage.errors import DatasetNotFound
@@ -107,6 +109,30 @@ def test_fetch_errors_map_to_exit_codes(node: tuple[Workspace, str], tmp_path: P
     add_slices(mine.get("prices"), tmp_path / "g", 1)
     add_slices(served.get("prices"), tmp_path / "h", 1, rows=2)
     assert cli(mine, "fetch", f"{url}/prices/", "-q") == EXIT_CONFLICT
+
+
+def _closed_port() -> int:
+    """A loopback port nothing listens on (bound, then released)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+    return port
+
+
+def test_unreachable_and_missing_sources_are_told_apart(
+    node: tuple[Workspace, str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A URL nothing answers at is unavailable (exit 7: a retry may cure it), named with
+    the reason; a node that answers without the dataset is not found (3), named too."""
+    _served, url = node
+    mine = new_workspace(tmp_path / "mine")
+    down = f"http://127.0.0.1:{_closed_port()}"
+    for argv in (["fetch", f"{down}/x/", "-q"], ["pull", f"{down}/x"], ["pull", f"odf+{down}/x"]):
+        assert odf(["--workspace", str(mine.root.parent), *argv]) == EXIT_UNAVAILABLE, argv
+        assert capsys.readouterr().err.strip().endswith(": connection refused"), argv
+    assert cli(mine, "fetch", f"{url}/nothing/", "-q") == EXIT_NOT_FOUND
+    assert f"{url}/nothing/: no such dataset there" in capsys.readouterr().err
+    assert mine.list() == []
 
 
 def test_is_own_node() -> None:
