@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from fbs.model import schema as s
 from fbs.model.enums import TimeUnit
 from fbs.model.extra import ExtraAttributes
+from fbs.model.frozen import model
 
 __all__ = [
     "DATA_TYPE",
@@ -41,7 +40,7 @@ __all__ = [
 
 
 @s.table(s.scalar("fixed_length", s.UINT64, optional=True))
-@dataclass(frozen=True, slots=True, kw_only=True)
+@model
 class DataTypeBinary:
     """Bytes; ``fixed_length`` set for fixed-size binary."""
 
@@ -49,19 +48,19 @@ class DataTypeBinary:
 
 
 @s.table()
-@dataclass(frozen=True, slots=True, kw_only=True)
+@model
 class DataTypeBool:
     """Boolean."""
 
 
 @s.table()
-@dataclass(frozen=True, slots=True, kw_only=True)
+@model
 class DataTypeDate:
     """Calendar date."""
 
 
 @s.table(s.scalar("precision", s.UINT32), s.scalar("scale", s.INT32))
-@dataclass(frozen=True, slots=True, kw_only=True)
+@model
 class DataTypeDecimal:
     """Fixed-point decimal."""
 
@@ -70,7 +69,7 @@ class DataTypeDecimal:
 
 
 @s.table(s.enum_field("unit", TimeUnit, s.INT16, optional=True))
-@dataclass(frozen=True, slots=True, kw_only=True)
+@model
 class DataTypeDuration:
     """Elapsed time."""
 
@@ -78,67 +77,67 @@ class DataTypeDuration:
 
 
 @s.table()
-@dataclass(frozen=True, slots=True, kw_only=True)
+@model
 class DataTypeFloat16:
     """Half-precision float."""
 
 
 @s.table()
-@dataclass(frozen=True, slots=True, kw_only=True)
+@model
 class DataTypeFloat32:
     """Single-precision float."""
 
 
 @s.table()
-@dataclass(frozen=True, slots=True, kw_only=True)
+@model
 class DataTypeFloat64:
     """Double-precision float."""
 
 
 @s.table()
-@dataclass(frozen=True, slots=True, kw_only=True)
+@model
 class DataTypeInt8:
     """Signed 8-bit integer."""
 
 
 @s.table()
-@dataclass(frozen=True, slots=True, kw_only=True)
+@model
 class DataTypeInt16:
     """Signed 16-bit integer."""
 
 
 @s.table()
-@dataclass(frozen=True, slots=True, kw_only=True)
+@model
 class DataTypeInt32:
     """Signed 32-bit integer."""
 
 
 @s.table()
-@dataclass(frozen=True, slots=True, kw_only=True)
+@model
 class DataTypeInt64:
     """Signed 64-bit integer."""
 
 
 @s.table()
-@dataclass(frozen=True, slots=True, kw_only=True)
+@model
 class DataTypeUInt8:
     """Unsigned 8-bit integer."""
 
 
 @s.table()
-@dataclass(frozen=True, slots=True, kw_only=True)
+@model
 class DataTypeUInt16:
     """Unsigned 16-bit integer."""
 
 
 @s.table()
-@dataclass(frozen=True, slots=True, kw_only=True)
+@model
 class DataTypeUInt32:
     """Unsigned 32-bit integer."""
 
 
 @s.table()
-@dataclass(frozen=True, slots=True, kw_only=True)
+@model
 class DataTypeUInt64:
     """Unsigned 64-bit integer."""
 
@@ -147,7 +146,7 @@ class DataTypeUInt64:
     s.union_field("item_type", "DataType"),
     s.scalar("fixed_length", s.UINT64, optional=True),
 )
-@dataclass(frozen=True, slots=True, kw_only=True)
+@model
 class DataTypeList:
     """List of ``item_type``; ``fixed_length`` for fixed-size lists."""
 
@@ -160,7 +159,7 @@ class DataTypeList:
     s.union_field("value_type", "DataType"),
     s.scalar("keys_sorted", s.BOOL, optional=True),
 )
-@dataclass(frozen=True, slots=True, kw_only=True)
+@model
 class DataTypeMap:
     """Map from ``key_type`` to ``value_type``."""
 
@@ -170,13 +169,13 @@ class DataTypeMap:
 
 
 @s.table()
-@dataclass(frozen=True, slots=True, kw_only=True)
+@model
 class DataTypeNull:
     """The null type."""
 
 
 @s.table(s.union_field("inner", "DataType"))
-@dataclass(frozen=True, slots=True, kw_only=True)
+@model
 class DataTypeOption:
     """Nullable ``inner``."""
 
@@ -184,7 +183,7 @@ class DataTypeOption:
 
 
 @s.table(s.vec_table("fields", "DataField"))
-@dataclass(frozen=True, slots=True, kw_only=True)
+@model
 class DataTypeStruct:
     """Nested record."""
 
@@ -192,7 +191,7 @@ class DataTypeStruct:
 
 
 @s.table(s.enum_field("unit", TimeUnit, s.INT16, optional=True))
-@dataclass(frozen=True, slots=True, kw_only=True)
+@model
 class DataTypeTime:
     """Time of day."""
 
@@ -203,7 +202,7 @@ class DataTypeTime:
     s.enum_field("unit", TimeUnit, s.INT16, optional=True),
     s.string("timezone", optional=True),
 )
-@dataclass(frozen=True, slots=True, kw_only=True)
+@model
 class DataTypeTimestamp:
     """Instant; absent unit/timezone mean Millisecond/UTC (never normalized)."""
 
@@ -212,7 +211,7 @@ class DataTypeTimestamp:
 
 
 @s.table()
-@dataclass(frozen=True, slots=True, kw_only=True)
+@model
 class DataTypeString:
     """UTF-8 string."""
 
@@ -222,7 +221,7 @@ class DataTypeString:
     s.union_field("type", "DataType"),
     s.sub_table("extra", "ExtraAttributes", optional=True),
 )
-@dataclass(frozen=True, slots=True, kw_only=True)
+@model
 class DataField:
     """A named, typed column."""
 
@@ -235,7 +234,7 @@ class DataField:
     s.vec_table("fields", "DataField"),
     s.sub_table("extra", "ExtraAttributes", optional=True),
 )
-@dataclass(frozen=True, slots=True, kw_only=True)
+@model
 class DataSchema:
     """A dataset schema."""
 

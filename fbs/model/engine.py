@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from fbs.did import DatasetId
 from fbs.model import schema as s
 from fbs.model.events import DatasetVocabulary, OffsetInterval
+from fbs.model.frozen import model
 from fbs.model.source import Transform
 from fbs.timestamp import Timestamp
 
@@ -37,7 +36,7 @@ __all__ = [
     s.union_field("transform", "Transform"),
     s.string("output_data_path"),
 )
-@dataclass(frozen=True, slots=True, kw_only=True)
+@model
 class RawQueryRequest:
     """Run a query over input files, writing one output file."""
 
@@ -47,13 +46,13 @@ class RawQueryRequest:
 
 
 @s.table()
-@dataclass(frozen=True, slots=True, kw_only=True)
+@model
 class RawQueryResponseProgress:
     """Still working."""
 
 
 @s.table(s.scalar("num_records", s.UINT64))
-@dataclass(frozen=True, slots=True, kw_only=True)
+@model
 class RawQueryResponseSuccess:
     """Query finished."""
 
@@ -61,7 +60,7 @@ class RawQueryResponseSuccess:
 
 
 @s.table(s.string("message"))
-@dataclass(frozen=True, slots=True, kw_only=True)
+@model
 class RawQueryResponseInvalidQuery:
     """The query is invalid."""
 
@@ -69,7 +68,7 @@ class RawQueryResponseInvalidQuery:
 
 
 @s.table(s.string("message"), s.string("backtrace", optional=True))
-@dataclass(frozen=True, slots=True, kw_only=True)
+@model
 class RawQueryResponseInternalError:
     """The engine failed."""
 
@@ -94,7 +93,7 @@ RAW_QUERY_RESPONSE = s.union(
 
 
 @s.table(s.union_field("value", "RawQueryResponse"))
-@dataclass(frozen=True, slots=True, kw_only=True)
+@model
 class RawQueryResponseRoot:
     """Root table of a raw-query response message."""
 
@@ -102,7 +101,7 @@ class RawQueryResponseRoot:
 
 
 @s.table(s.timestamp("system_time"), s.timestamp("event_time"))
-@dataclass(frozen=True, slots=True, kw_only=True)
+@model
 class Watermark:
     """An explicit watermark of an input: block system time -> event time."""
 
@@ -120,7 +119,7 @@ class Watermark:
     s.string("schema_file"),
     s.vec_table("explicit_watermarks", "Watermark"),
 )
-@dataclass(frozen=True, slots=True, kw_only=True)
+@model
 class TransformRequestInput:
     """One input of a transform request."""
 
@@ -146,7 +145,7 @@ class TransformRequestInput:
     s.string("new_checkpoint_path"),
     s.string("new_data_path"),
 )
-@dataclass(frozen=True, slots=True, kw_only=True)
+@model
 class TransformRequest:
     """Ask an engine to run one transformation step."""
 
@@ -163,7 +162,7 @@ class TransformRequest:
 
 
 @s.table()
-@dataclass(frozen=True, slots=True, kw_only=True)
+@model
 class TransformResponseProgress:
     """Still working."""
 
@@ -172,7 +171,7 @@ class TransformResponseProgress:
     s.sub_table("new_offset_interval", "OffsetInterval", optional=True),
     s.timestamp("new_watermark", optional=True),
 )
-@dataclass(frozen=True, slots=True, kw_only=True)
+@model
 class TransformResponseSuccess:
     """Transformation finished."""
 
@@ -181,7 +180,7 @@ class TransformResponseSuccess:
 
 
 @s.table(s.string("message"))
-@dataclass(frozen=True, slots=True, kw_only=True)
+@model
 class TransformResponseInvalidQuery:
     """The query is invalid."""
 
@@ -189,7 +188,7 @@ class TransformResponseInvalidQuery:
 
 
 @s.table(s.string("message"), s.string("backtrace", optional=True))
-@dataclass(frozen=True, slots=True, kw_only=True)
+@model
 class TransformResponseInternalError:
     """The engine failed."""
 
@@ -214,7 +213,7 @@ TRANSFORM_RESPONSE = s.union(
 
 
 @s.table(s.union_field("value", "TransformResponse"))
-@dataclass(frozen=True, slots=True, kw_only=True)
+@model
 class TransformResponseRoot:
     """Root table of a transform response message."""
 

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from fbs.did import DatasetId
 from fbs.model import schema as s
 from fbs.model.data import DataSchema
 from fbs.model.enums import DatasetKind
 from fbs.model.extra import ExtraAttributes
+from fbs.model.frozen import model
 from fbs.model.source import FetchStep, MergeStrategy, PrepStep, ReadStep, Transform
 from fbs.multiformats import Multihash
 from fbs.timestamp import Timestamp
@@ -49,7 +48,7 @@ __all__ = [
 
 
 @s.table(s.scalar("start", s.UINT64), s.scalar("end", s.UINT64))
-@dataclass(frozen=True, slots=True, kw_only=True)
+@model
 class OffsetInterval:
     """Closed interval of record offsets ``[start, end]``."""
 
@@ -63,7 +62,7 @@ class OffsetInterval:
     s.sub_table("offset_interval", "OffsetInterval"),
     s.scalar("size", s.UINT64),
 )
-@dataclass(frozen=True, slots=True, kw_only=True)
+@model
 class DataSlice:
     """A data file added by a block."""
 
@@ -74,7 +73,7 @@ class DataSlice:
 
 
 @s.table(s.multihash("physical_hash"), s.scalar("size", s.UINT64))
-@dataclass(frozen=True, slots=True, kw_only=True)
+@model
 class Checkpoint:
     """An engine/ingest checkpoint file."""
 
@@ -83,7 +82,7 @@ class Checkpoint:
 
 
 @s.table(s.string("source_name"), s.string("kind"), s.string("value"))
-@dataclass(frozen=True, slots=True, kw_only=True)
+@model
 class SourceState:
     """Resumption state of a source (e.g. ``odf/etag``)."""
 
@@ -98,7 +97,7 @@ class SourceState:
     s.string("system_time_column", optional=True),
     s.string("event_time_column", optional=True),
 )
-@dataclass(frozen=True, slots=True, kw_only=True)
+@model
 class SetVocab:
     """Override system column names."""
 
@@ -114,7 +113,7 @@ class SetVocab:
     s.string("system_time_column"),
     s.string("event_time_column"),
 )
-@dataclass(frozen=True, slots=True, kw_only=True)
+@model
 class DatasetVocabulary:
     """Resolved system column names."""
 
@@ -136,7 +135,7 @@ class DatasetVocabulary:
     s.sub_table("new_source_state", "SourceState", optional=True),
     s.sub_table("extra", "ExtraAttributes", optional=True),
 )
-@dataclass(frozen=True, slots=True, kw_only=True)
+@model
 class AddData:
     """Data ingested into a root dataset."""
 
@@ -155,7 +154,7 @@ class AddData:
     s.union_field("preprocess", "Transform", optional=True),
     s.union_field("merge", "MergeStrategy"),
 )
-@dataclass(frozen=True, slots=True, kw_only=True)
+@model
 class AddPushSource:
     """Declare a push source."""
 
@@ -166,7 +165,7 @@ class AddPushSource:
 
 
 @s.table(s.string("path"), s.string("content"))
-@dataclass(frozen=True, slots=True, kw_only=True)
+@model
 class AttachmentEmbedded:
     """An embedded attachment (e.g. README)."""
 
@@ -175,7 +174,7 @@ class AttachmentEmbedded:
 
 
 @s.table(s.vec_table("items", "AttachmentEmbedded"))
-@dataclass(frozen=True, slots=True, kw_only=True)
+@model
 class AttachmentsEmbedded:
     """Attachments stored in the block."""
 
@@ -193,7 +192,7 @@ ATTACHMENTS = s.union("Attachments", "Attachments", AttachmentsEmbedded)
     s.scalar("prev_offset", s.UINT64, optional=True),
     s.scalar("new_offset", s.UINT64, optional=True),
 )
-@dataclass(frozen=True, slots=True, kw_only=True)
+@model
 class ExecuteTransformInput:
     """Input range consumed by a transform step."""
 
@@ -212,7 +211,7 @@ class ExecuteTransformInput:
     s.sub_table("new_checkpoint", "Checkpoint", optional=True),
     s.timestamp("new_watermark", optional=True),
 )
-@dataclass(frozen=True, slots=True, kw_only=True)
+@model
 class ExecuteTransform:
     """Result of a derivative transformation step."""
 
@@ -225,7 +224,7 @@ class ExecuteTransform:
 
 
 @s.table(s.dataset_id("dataset_id"), s.enum_field("dataset_kind", DatasetKind, s.INT32))
-@dataclass(frozen=True, slots=True, kw_only=True)
+@model
 class Seed:
     """First block of every dataset: its identity and kind."""
 
@@ -240,7 +239,7 @@ class Seed:
     s.union_field("preprocess", "Transform", optional=True),
     s.union_field("merge", "MergeStrategy"),
 )
-@dataclass(frozen=True, slots=True, kw_only=True)
+@model
 class SetPollingSource:
     """Declare a polling source."""
 
@@ -252,7 +251,7 @@ class SetPollingSource:
 
 
 @s.table(s.string("dataset_ref"), s.string("alias", optional=True))
-@dataclass(frozen=True, slots=True, kw_only=True)
+@model
 class TransformInput:
     """Input of a derivative dataset: textual DatasetRef (``did:odf:...`` or alias)."""
 
@@ -261,7 +260,7 @@ class TransformInput:
 
 
 @s.table(s.vec_table("inputs", "TransformInput"), s.union_field("transform", "Transform"))
-@dataclass(frozen=True, slots=True, kw_only=True)
+@model
 class SetTransform:
     """Define a derivative transformation."""
 
@@ -270,7 +269,7 @@ class SetTransform:
 
 
 @s.table(s.union_field("attachments", "Attachments"))
-@dataclass(frozen=True, slots=True, kw_only=True)
+@model
 class SetAttachments:
     """Replace the dataset's attachments."""
 
@@ -278,7 +277,7 @@ class SetAttachments:
 
 
 @s.table(s.string("description", optional=True), s.vec_string("keywords", optional=True))
-@dataclass(frozen=True, slots=True, kw_only=True)
+@model
 class SetInfo:
     """Description and keywords."""
 
@@ -292,7 +291,7 @@ class SetInfo:
     s.string("spdx_id", optional=True),
     s.string("website_url"),
 )
-@dataclass(frozen=True, slots=True, kw_only=True)
+@model
 class SetLicense:
     """License of the dataset."""
 
@@ -306,7 +305,7 @@ class SetLicense:
     s.raw_bytes("raw_arrow_schema", optional=True),
     s.sub_table("schema", "DataSchema", optional=True),
 )
-@dataclass(frozen=True, slots=True, kw_only=True)
+@model
 class SetDataSchema:
     """Dataset schema (``raw_arrow_schema`` = deprecated Arrow IPC flatbuffer bytes)."""
 
@@ -315,7 +314,7 @@ class SetDataSchema:
 
 
 @s.table(s.string("source_name"))
-@dataclass(frozen=True, slots=True, kw_only=True)
+@model
 class DisablePushSource:
     """Disable a push source."""
 
@@ -323,7 +322,7 @@ class DisablePushSource:
 
 
 @s.table()
-@dataclass(frozen=True, slots=True, kw_only=True)
+@model
 class DisablePollingSource:
     """Disable the polling source."""
 
@@ -370,7 +369,7 @@ METADATA_EVENT = s.union(
     s.enum_field("kind", DatasetKind, s.INT32),
     s.vec_union("metadata", "MetadataEvent", "MetadataEventWrapper"),
 )
-@dataclass(frozen=True, slots=True, kw_only=True)
+@model
 class DatasetSnapshot:
     """Declarative dataset definition: alias, kind and initial events."""
 
@@ -380,7 +379,7 @@ class DatasetSnapshot:
 
 
 @s.table(s.scalar("kind", s.INT64), s.scalar("version", s.INT32), s.raw_bytes("content"))
-@dataclass(frozen=True, slots=True, kw_only=True)
+@model
 class Manifest:
     """Envelope of stored objects: multicodec ``kind``, format ``version``, nested buffer."""
 
@@ -395,7 +394,7 @@ class Manifest:
     s.scalar("sequence_number", s.UINT64),
     s.union_field("event", "MetadataEvent"),
 )
-@dataclass(frozen=True, slots=True, kw_only=True)
+@model
 class MetadataBlock:
     """One link of a metadata chain."""
 

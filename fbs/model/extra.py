@@ -6,11 +6,12 @@ import decimal
 import json
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 from fbs.errors import InvalidValue
 from fbs.model import schema as s
+from fbs.model.frozen import positional_model
 
 __all__ = ["ExtraAttributes", "canonical_json"]
 
@@ -103,7 +104,7 @@ def format_float_like_serde(value: float) -> str:
 
 
 @s.table(s.json_object("attributes"))
-@dataclass(frozen=True, slots=True)
+@positional_model
 class ExtraAttributes:
     """Custom ``<domain>/<path>`` keyed attributes (a JSON object).
 

@@ -10,8 +10,10 @@ from __future__ import annotations
 import dataclasses
 import enum
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, Final, TypeVar
+
+from fbs.model.frozen import positional_model
 
 __all__ = [
     "BOOL",
@@ -55,7 +57,7 @@ class FieldKind(enum.Enum):
     VEC_UNION = "vec_union"  #: ``[Wrapper]`` of a union -> `tuple[variant, ...]`
 
 
-@dataclass(frozen=True, slots=True)
+@positional_model
 class ScalarType:
     """A flatbuffers scalar type: name, ``struct`` format, inclusive range."""
 
@@ -84,7 +86,7 @@ def _camel(name: str) -> str:
     return head + "".join(p[:1].upper() + p[1:] for p in rest)
 
 
-@dataclass(frozen=True, slots=True)
+@positional_model
 class FieldDesc:
     """One field of a table, in slot order.
 
@@ -133,7 +135,7 @@ class FieldDesc:
         return union_of(self.ref)
 
 
-@dataclass(frozen=True, slots=True)
+@positional_model
 class TableDesc:
     """A table: schema name, model class, fields in slot order, number of vtable slots."""
 
@@ -143,7 +145,7 @@ class TableDesc:
     num_slots: int
 
 
-@dataclass(frozen=True, slots=True)
+@positional_model
 class VariantDesc:
     """One member of a union: type code (1-based), model class, YAML tag (e.g. ``Csv``)."""
 
@@ -152,7 +154,7 @@ class VariantDesc:
     tag: str
 
 
-@dataclass(frozen=True, slots=True)
+@positional_model
 class UnionDesc:
     """A union: schema name and its variants in type-code order."""
 
@@ -176,8 +178,10 @@ class UnionDesc:
 # `table()` receives these partial specs and assigns slots in declaration order.
 
 
-@dataclass(frozen=True, slots=True)
+@positional_model
 class _Spec:
+    """A field as declared to `table`, before slots are assigned."""
+
     name: str
     kind: FieldKind
     optional: bool

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from fbs.model import schema as s
 from fbs.model.data import DataSchema
 from fbs.model.enums import CompressionFormat, MqttQos, SourceOrdering
+from fbs.model.frozen import model
 
 __all__ = [
     "EVENT_TIME_SOURCE",
@@ -70,7 +69,7 @@ __all__ = [
     s.string("timestamp_format", optional=True),
     s.sub_table("schema", "DataSchema", optional=True),
 )
-@dataclass(frozen=True, slots=True, kw_only=True)
+@model
 class ReadStepCsv:
     """Read CSV."""
 
@@ -91,7 +90,7 @@ class ReadStepCsv:
     s.vec_string("ddl_schema", optional=True),
     s.sub_table("schema", "DataSchema", optional=True),
 )
-@dataclass(frozen=True, slots=True, kw_only=True)
+@model
 class ReadStepGeoJson:
     """Read a GeoJSON FeatureCollection."""
 
@@ -104,7 +103,7 @@ class ReadStepGeoJson:
     s.string("sub_path", optional=True),
     s.sub_table("schema", "DataSchema", optional=True),
 )
-@dataclass(frozen=True, slots=True, kw_only=True)
+@model
 class ReadStepEsriShapefile:
     """Read an ESRI shapefile archive."""
 
@@ -117,7 +116,7 @@ class ReadStepEsriShapefile:
     s.vec_string("ddl_schema", optional=True),
     s.sub_table("schema", "DataSchema", optional=True),
 )
-@dataclass(frozen=True, slots=True, kw_only=True)
+@model
 class ReadStepParquet:
     """Read Parquet."""
 
@@ -133,7 +132,7 @@ class ReadStepParquet:
     s.string("timestamp_format", optional=True),
     s.sub_table("schema", "DataSchema", optional=True),
 )
-@dataclass(frozen=True, slots=True, kw_only=True)
+@model
 class ReadStepJson:
     """Read a JSON document (array of records, optionally under ``sub_path``)."""
 
@@ -152,7 +151,7 @@ class ReadStepJson:
     s.string("timestamp_format", optional=True),
     s.sub_table("schema", "DataSchema", optional=True),
 )
-@dataclass(frozen=True, slots=True, kw_only=True)
+@model
 class ReadStepNdJson:
     """Read newline-delimited JSON."""
 
@@ -167,7 +166,7 @@ class ReadStepNdJson:
     s.vec_string("ddl_schema", optional=True),
     s.sub_table("schema", "DataSchema", optional=True),
 )
-@dataclass(frozen=True, slots=True, kw_only=True)
+@model
 class ReadStepNdGeoJson:
     """Read newline-delimited GeoJSON features."""
 
@@ -179,7 +178,7 @@ class ReadStepNdGeoJson:
 
 
 @s.table(s.string("alias", optional=True), s.string("query"))
-@dataclass(frozen=True, slots=True, kw_only=True)
+@model
 class SqlQueryStep:
     """One named SQL step (the step without alias is the output)."""
 
@@ -188,7 +187,7 @@ class SqlQueryStep:
 
 
 @s.table(s.string("name"), s.vec_string("primary_key"))
-@dataclass(frozen=True, slots=True, kw_only=True)
+@model
 class TemporalTable:
     """An input to be treated as a temporal table."""
 
@@ -203,7 +202,7 @@ class TemporalTable:
     s.vec_table("queries", "SqlQueryStep", optional=True),
     s.vec_table("temporal_tables", "TemporalTable", optional=True),
 )
-@dataclass(frozen=True, slots=True, kw_only=True)
+@model
 class TransformSql:
     """SQL transform executed by ``engine``."""
 
@@ -218,13 +217,13 @@ class TransformSql:
 
 
 @s.table()
-@dataclass(frozen=True, slots=True, kw_only=True)
+@model
 class MergeStrategyAppend:
     """Append all records."""
 
 
 @s.table(s.vec_string("primary_key"))
-@dataclass(frozen=True, slots=True, kw_only=True)
+@model
 class MergeStrategyLedger:
     """Append-only ledger keyed by ``primary_key``."""
 
@@ -232,7 +231,7 @@ class MergeStrategyLedger:
 
 
 @s.table(s.vec_string("primary_key"), s.vec_string("compare_columns", optional=True))
-@dataclass(frozen=True, slots=True, kw_only=True)
+@model
 class MergeStrategySnapshot:
     """Diff full snapshots by ``primary_key``."""
 
@@ -241,7 +240,7 @@ class MergeStrategySnapshot:
 
 
 @s.table(s.vec_string("primary_key"))
-@dataclass(frozen=True, slots=True, kw_only=True)
+@model
 class MergeStrategyChangelogStream:
     """Input is already a changelog stream."""
 
@@ -249,7 +248,7 @@ class MergeStrategyChangelogStream:
 
 
 @s.table(s.vec_string("primary_key"))
-@dataclass(frozen=True, slots=True, kw_only=True)
+@model
 class MergeStrategyUpsertStream:
     """Input is an upsert stream."""
 
@@ -260,13 +259,13 @@ class MergeStrategyUpsertStream:
 
 
 @s.table()
-@dataclass(frozen=True, slots=True, kw_only=True)
+@model
 class EventTimeSourceFromMetadata:
     """Event time from the source's metadata (e.g. Last-Modified)."""
 
 
 @s.table(s.string("pattern"), s.string("timestamp_format", optional=True))
-@dataclass(frozen=True, slots=True, kw_only=True)
+@model
 class EventTimeSourceFromPath:
     """Event time extracted from the path by a regex."""
 
@@ -275,19 +274,19 @@ class EventTimeSourceFromPath:
 
 
 @s.table()
-@dataclass(frozen=True, slots=True, kw_only=True)
+@model
 class EventTimeSourceFromSystemTime:
     """Event time = system time of ingestion."""
 
 
 @s.table()
-@dataclass(frozen=True, slots=True, kw_only=True)
+@model
 class SourceCachingForever:
     """Fetch once, never re-fetch."""
 
 
 @s.table(s.string("name"), s.string("value"))
-@dataclass(frozen=True, slots=True, kw_only=True)
+@model
 class RequestHeader:
     """HTTP request header."""
 
@@ -301,7 +300,7 @@ class RequestHeader:
     s.union_field("cache", "SourceCaching", optional=True),
     s.vec_table("headers", "RequestHeader", optional=True),
 )
-@dataclass(frozen=True, slots=True, kw_only=True)
+@model
 class FetchStepUrl:
     """Fetch from a URL."""
 
@@ -317,7 +316,7 @@ class FetchStepUrl:
     s.union_field("cache", "SourceCaching", optional=True),
     s.enum_field("order", SourceOrdering, s.INT32, optional=True),
 )
-@dataclass(frozen=True, slots=True, kw_only=True)
+@model
 class FetchStepFilesGlob:
     """Fetch local files matching a glob."""
 
@@ -328,7 +327,7 @@ class FetchStepFilesGlob:
 
 
 @s.table(s.string("name"), s.string("value", optional=True))
-@dataclass(frozen=True, slots=True, kw_only=True)
+@model
 class EnvVar:
     """Environment variable of a fetch container."""
 
@@ -342,7 +341,7 @@ class EnvVar:
     s.vec_string("args", optional=True),
     s.vec_table("env", "EnvVar", optional=True),
 )
-@dataclass(frozen=True, slots=True, kw_only=True)
+@model
 class FetchStepContainer:
     """Run a container that writes data to stdout."""
 
@@ -353,7 +352,7 @@ class FetchStepContainer:
 
 
 @s.table(s.string("path"), s.enum_field("qos", MqttQos, s.INT32, optional=True))
-@dataclass(frozen=True, slots=True, kw_only=True)
+@model
 class MqttTopicSubscription:
     """MQTT topic filter and QoS."""
 
@@ -368,7 +367,7 @@ class MqttTopicSubscription:
     s.string("password", optional=True),
     s.vec_table("topics", "MqttTopicSubscription"),
 )
-@dataclass(frozen=True, slots=True, kw_only=True)
+@model
 class FetchStepMqtt:
     """Subscribe to MQTT topics."""
 
@@ -385,7 +384,7 @@ class FetchStepMqtt:
     s.string("filter", optional=True),
     s.string("signature", optional=True),
 )
-@dataclass(frozen=True, slots=True, kw_only=True)
+@model
 class FetchStepEthereumLogs:
     """Ingest Ethereum logs."""
 
@@ -402,7 +401,7 @@ class FetchStepEthereumLogs:
     s.enum_field("format", CompressionFormat, s.INT32),
     s.string("sub_path", optional=True),
 )
-@dataclass(frozen=True, slots=True, kw_only=True)
+@model
 class PrepStepDecompress:
     """Decompress an archive."""
 
@@ -411,7 +410,7 @@ class PrepStepDecompress:
 
 
 @s.table(s.vec_string("command"))
-@dataclass(frozen=True, slots=True, kw_only=True)
+@model
 class PrepStepPipe:
     """Pipe data through a command."""
 

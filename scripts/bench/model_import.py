@@ -1,0 +1,157 @@
+"""Import time of ``fbs.model`` + ``fbs.codec`` in fresh processes (issue 15).
+
+Usage: .venv/bin/python scripts/bench/model_import.py [--repeat 21]
+       [--baseline-rev REV | --baseline DIR]
+
+Runs, interleaved round by round so that the machine's load hits every variant alike,
+``--repeat`` fresh interpreters (this venv's) of
+
+- ``python -c pass``: the floor (interpreter start, site, the editable-install finder);
+- ``python -c "import fbs.model, fbs.codec"`` on this tree;
+- the same on a baseline tree, when one is given: ``--baseline DIR`` (a checkout) or
+  ``--baseline-rev REV`` (a ``git archive`` of that commit into a temporary folder).
+
+Each tree is put first on ``PYTHONPATH``, so the import reads it and not the editable
+install. Modules run from compiled bytecode, as an installed package does: the children
+get a private ``PYTHONPYCACHEPREFIX`` (warmed by one untimed run of each variant), even
+when the caller sets ``PYTHONDONTWRITEBYTECODE``.
+
+Prints each variant's median wall time with its spread (min..max), its import cost
+(median minus the floor's median), the median CPU time of the child (user + system) and,
+with a baseline, the ratio baseline cost / this tree's cost (wall and CPU). No target
+is asserted here: issue 15 asks for >= 3x; the figures go to README's table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+IMPORT = "import fbs.model, fbs.codec"
+
+
+def children_cpu_s() -> float:
+    """User + system CPU seconds of the waited-for children so far."""
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return ru.ru_utime + ru.ru_stime
+
+
+def run_once(code: str, env: dict[str, str]) -> tuple[float, float]:
+    """(wall s, cpu s) of one fresh interpreter running ``code``."""
+    c0, t0 = children_cpu_s(), time.perf_counter()
+    subprocess.run(
+        [sys.executable, "-c", code], env=env, check=True, cwd=env["PYTHONPYCACHEPREFIX"]
+    )
+    return time.perf_counter() - t0, children_cpu_s() - c0
+
+
+def child_env(tree: Path | None, cache: Path) -> dict[str, str]:
+    """The environment of a child: bytecode on, in ``cache``; ``tree`` first on the path."""
+    env = dict(os.environ)
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    env["PYTHONPYCACHEPREFIX"] = str(cache)
+    if tree is not None:
+        env["PYTHONPATH"] = str(tree)
+    return env
+
+
+def archive(rev: str, dest: Path) -> Path:
+    """Extract ``git archive rev`` of this repository into ``dest``."""
+    tar = dest / "tree.tar"
+    with tar.open("wb") as out:
+        subprocess.run(["git", "-C", str(ROOT), "archive", rev], stdout=out, check=True)
+    tree = dest / "tree"
+    with tarfile.open(tar) as t:
+        t.extractall(tree, filter="data")
+    return tree
+
+
+def check_origin(tree: Path, env: dict[str, str]) -> None:
+    """Fail loudly if ``fbs.model`` would not be read from ``tree``."""
+    out = subprocess.run(
+        [sys.executable, "-c", "import fbs.model; print(fbs.model.__file__)"],
+        env=env,
+        cwd=env["PYTHONPYCACHEPREFIX"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+    if not Path(out).resolve().is_relative_to(tree.resolve()):
+        raise SystemExit(f"fbs.model comes from {out}, not from {tree}")
+
+
+def report(name: str, walls: list[float], cpus: list[float], floor: float) -> float:
+    """Print one variant's line; return its median import cost (wall, s)."""
+    m = statistics.median(walls)
+    cost = m - floor
+    print(
+        f"{name:<28} {m:9.4f} {min(walls):7.4f}..{max(walls):<7.4f} {cost:9.4f} "
+        f"{statistics.median(cpus):9.4f}"
+    )
+    return cost
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--repeat", type=int, default=21, help="fresh processes per variant")
+    group = ap.add_mutually_exclusive_group()
+    group.add_argument("--baseline", type=Path, help="a checkout to compare with")
+    group.add_argument("--baseline-rev", help="a commit of this repository to compare with")
+    args = ap.parse_args()
+
+    with tempfile.TemporaryDirectory(prefix="odf-model-import-") as tmp:
+        # The children run in the cache folder: ``-c`` puts the working folder first on
+        # sys.path, and this one holds no package.
+        cache = Path(tmp) / "pycache"
+        cache.mkdir()
+        variants: dict[str, tuple[str, dict[str, str]]] = {
+            "python -c pass": ("pass", child_env(None, cache)),
+            "this tree": (IMPORT, child_env(ROOT, cache)),
+        }
+        base = args.baseline
+        if args.baseline_rev:
+            base = archive(args.baseline_rev, Path(tmp))
+        if base is not None:
+            variants[f"baseline {args.baseline_rev or base}"[:28]] = (
+                IMPORT,
+                child_env(base, cache),
+            )
+            check_origin(base, variants[list(variants)[-1]][1])
+        check_origin(ROOT, variants["this tree"][1])
+        for code, env in variants.values():
+            run_once(code, env)  # compile and cache the bytecode
+        walls: dict[str, list[float]] = {k: [] for k in variants}
+        cpus: dict[str, list[float]] = {k: [] for k in variants}
+        for _ in range(args.repeat):
+            for name, (code, env) in variants.items():
+                w, c = run_once(code, env)
+                walls[name].append(w)
+                cpus[name].append(c)
+
+    floor = statistics.median(walls["python -c pass"])
+    floor_cpu = statistics.median(cpus["python -c pass"])
+    print(f"{IMPORT!r}, median of {args.repeat} fresh processes, load {os.getloadavg()[0]:.1f}")
+    print(f"{'variant':<28} {'median s':>9} {'min..max s':>16} {'import s':>9} {'cpu s':>9}")
+    costs = {name: report(name, walls[name], cpus[name], floor) for name in variants}
+    names = list(variants)
+    if len(names) == 3:
+        ours, theirs = costs[names[1]], costs[names[2]]
+        ours_cpu = statistics.median(cpus[names[1]]) - floor_cpu
+        theirs_cpu = statistics.median(cpus[names[2]]) - floor_cpu
+        print(
+            f"import cost, baseline / this tree: wall {theirs / ours:.2f}x, "
+            f"cpu {theirs_cpu / ours_cpu:.2f}x"
+        )
+
+
+if __name__ == "__main__":
+    main()
