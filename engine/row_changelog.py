@@ -7,21 +7,22 @@ as plain rows would turn a retraction into one more append: the folded output wo
 rows its input no longer has. As in Flink, whose row kinds pass through such operators,
 the query's output row for an input row carries that row's ``op`` here:
 
-- the query runs once per operation type found in the new input (by the Parquet
-  footers' statistics: no data is read to find out), over the input rows of that type
-  only, and its rows are tagged with that type; the runs are written as one output:
-  the rows that add (appends, corrections-after) first, then those that remove
-  (retractions, corrections-before).
+- the query runs once over the input rows that add (appends and corrections-to: ``op`` 0
+  and 3) and once over those that remove (retractions and corrections-from: 1 and 2), and
+  their rows are written as one output, tagged append (0) and retraction (1) respectively:
+  the adding run first. Which types a slice holds is read from its Parquet footer's
+  statistics (no data is read to find out).
 
 For a query that maps each row on its own, the query over a subset of rows is the
 subset's images, so the folded output is the query's answer over the folded input, for
-any split of the input into pulls. Within one output slice the rows are grouped by type
-rather than kept in input order (a query's output carries no input offset to restore it
-by). Adds before removes keeps the changelog well formed, read in order: a removal always
-comes after the row it removes (which may have been added in the same slice), whereas
-input order grouped by type could put a retraction before its row's correction-after.
-The price: a correction's two rows are no longer adjacent (its ``+C`` comes first), which
-a reader folding rows (a removal takes out one equal earlier row) does not notice.
+any split of the input into pulls. Within one output slice the rows are grouped rather
+than kept in input order (a query's output carries no input offset to restore it by), and
+that is why corrections become plain retractions and appends: RFC-015 requires a ``+C`` to
+follow its ``-C`` immediately, which grouped runs cannot give (an earlier version wrote the
+``+C`` rows before the ``-C`` rows: a changelog a strict reader, such as a ChangelogStream
+merge, refuses). Adds before removes keeps the changelog well formed read in order: a
+removal always comes after the row it removes, which may have been added in the same
+slice. Flink keeps the pair, in input order; folded, the outputs are the same.
 A query that selects ``op`` itself writes its own.
 """
 
@@ -43,9 +44,13 @@ if TYPE_CHECKING:
     from fbs.model.engine import TransformRequest
     from fbs.model.source import SqlQueryStep
 
-#: The RFC-015 operation types in the order their runs are written: those that add a
-#: row (append, correct-after), then those that remove one (retract, correct-before).
+#: The RFC-015 operation types an input slice may hold, in `changelog_ops`' order.
 WRITE_ORDER: Final = (0, 3, 1, 2)
+
+#: The output ``op`` of each input type, in the order the runs are written: the rows that
+#: add a row (append, correct-to) as appends, then those that remove one (retract,
+#: correct-from) as retractions (see the module docstring).
+OUTPUT_OPS: Final = ((0, (0, 3)), (1, (1, 2)))
 
 
 def changelog_ops(request: TransformRequest, plans: Sequence[InputPlan]) -> list[int]:
@@ -74,8 +79,9 @@ def per_op_result(
     steps: list[SqlQueryStep],
     ops: Sequence[int],
 ) -> DataFrame:
-    """The query run once per operation type in ``ops``, each run over the input rows of
-    that type, its rows tagged with it (the output's ``op`` column), runs in ``ops`` order.
+    """The query run over the input rows that add, tagged append, then over those that
+    remove, tagged retraction (`OUTPUT_OPS`; only the runs whose input types are in
+    ``ops``), as one output (the ``op`` column first).
 
     Raises:
         pyspark AnalysisException/ParseException: bad SQL (see `engine.sql.is_query_error`).
@@ -84,11 +90,14 @@ def per_op_result(
 
     out_op = request.vocab.operation_type_column
     runs = []
-    for op in ops:
+    for tag, types in OUTPUT_OPS:
+        present = [t for t in types if t in ops]
+        if not present:
+            continue
         for inp, plan in zip(request.query_inputs, plans, strict=True):
             df = read_input(session, inp, plan, parallel=False)
             own = F.col(quote_identifier(inp.vocab.operation_type_column))
-            register_view(df.where(own == F.lit(op)), inp.query_alias)
+            register_view(df.where(own.isin(present)), inp.query_alias)
         result = run_steps(session, steps)
-        runs.append(result.select(F.lit(op).cast("int").alias(out_op), "*"))
+        runs.append(result.select(F.lit(tag).cast("int").alias(out_op), "*"))
     return functools.reduce(lambda a, b: a.union(b), runs).coalesce(1)

@@ -185,11 +185,16 @@ class StreamRunner:
 
 def fold(tables: Sequence[pa.Table], op_column: str = "op") -> collections.Counter[tuple[Any, ...]]:
     """The multiset of data rows left after applying the changelog ``tables`` in order
-    (``op_column``: the name of their operation type column)."""
+    (``op_column``: the name of their operation type column). Each table must be a well
+    formed RFC-015 changelog: a ``+C`` (3) right after a ``-C`` (2), and only there."""
     state: collections.Counter[tuple[Any, ...]] = collections.Counter()
     for t in tables:
         data = [c for c in t.column_names if c not in {*SYSTEM_COLUMNS, op_column}]
         ops = t.column(op_column).to_pylist()
+        for i, op in enumerate(ops):
+            after_from = i > 0 and ops[i - 1] == 2
+            assert (op == 3) == after_from, f"op {op} at row {i} breaks a -C/+C pair: {ops}"
+        assert not ops or ops[-1] != 2, f"a -C without its +C at the end: {ops}"
         rows = zip(*(t.column(c).to_pylist() for c in data), strict=True)
         for op, row in zip(ops, rows, strict=True):
             if op in (0, 3):
