@@ -37,6 +37,12 @@ MAX_JSON_DOCUMENT_BYTES: Final = 512 << 20
 
 _ROW_RE: Final = re.compile(r"in row (\d+)")
 _COLUMN_RE: Final = re.compile(r"Column\(/?([^)]*)\)")
+_CHANGED_RE: Final = re.compile(r"Column\(/?([^)]*)\) changed from (\w+) to (\w+)")
+
+
+def _a(kind: str) -> str:
+    """``kind`` (a JSON kind as Arrow names it: object, array, string ...) with its article."""
+    return f"an {kind}" if kind[:1] in "aeiou" else f"a {kind}"
 
 
 def _check_encoding(encoding: str | None) -> str:
@@ -73,6 +79,14 @@ def _json_error(path: Path, e: Exception, first_row: int, *, lines: bool) -> Rea
     col_m = _COLUMN_RE.search(text)
     column = col_m.group(1) or None if col_m else None
     reason = text.removeprefix("JSON parse error: ")
+    changed = _CHANGED_RE.search(text)
+    if changed is not None:  # Arrow's wording names its inference, not the user's data
+        was, found = changed.group(2), changed.group(3)
+        reason = (
+            f"expected {_a(was)}, found {_a(found)}"
+            if column
+            else f"not a JSON object but {_a(found)} (NdJson holds one object per line)"
+        )
     if "unexpected field" in text:
         reason += " (a field absent from the first block: declare a schema)"
     if row_m is None:

@@ -54,6 +54,28 @@ def test_ndjson_bad_value_line_and_column(tmp_path: Path) -> None:
     assert info.value.column == "a"
 
 
+@pytest.mark.parametrize(
+    ("line", "column", "message"),
+    [
+        ('{"a": "three", "b": ["x"]}', "a", "expected a number, found a string"),
+        ('{"a": 3, "b": "x"}', "b", "expected an array, found a string"),
+        ('{"a": 3, "b": [1]}', "b/[]", "expected a string, found a number"),
+        ('[{"a": 3}]', None, "not a JSON object but an array (NdJson holds one object per line)"),
+        ('"text"', None, "not a JSON object but a string (NdJson holds one object per line)"),
+    ],
+)
+def test_ndjson_kind_mismatch_in_words(
+    tmp_path: Path, line: str, column: str | None, message: str
+) -> None:
+    """Arrow's "Column(/a) changed from number to string" describes its inference; the
+    user gets what was expected and found (and a top-level non-object named as such)."""
+    p = _ndjson(tmp_path, ['{"a": 1, "b": []}', line])
+    with pytest.raises(ReadError) as info:
+        _table(ReadStepNdJson(ddl_schema=("a BIGINT", "b ARRAY<STRING>")), p)
+    assert (info.value.line, info.value.column) == (2, column)
+    assert str(info.value).endswith(message)
+
+
 def test_ndjson_malformed_line(tmp_path: Path) -> None:
     p = _ndjson(tmp_path, ['{"a": 1}', '{"a": '])
     with pytest.raises(ReadError) as info:
