@@ -8,7 +8,8 @@ Transfer Protocol's ``GET pull`` and ``GET push`` WebSockets (`p2p.smart_transfe
 ====================================  =====================================================
 ``POST ingest[/{source}]``            push ingest through the dataset's push source (owner
                                       node only; ``?format=csv`` or the Content-Type names
-                                      the input format)
+                                      the input format, else the source's read step:
+                                      none, octet-stream or curl's default form type)
 ====================================  =====================================================
 
 `ROUTES` is the table the application is built from (the transfer routes mounted under
@@ -217,6 +218,12 @@ async def _guard(
 # -- node routes ----------------------------------------------------------------------------
 
 
+#: Content types that name no data format: the push source's own read step is used.
+#: ``application/x-www-form-urlencoded`` is what ``curl --data-binary @file`` sends
+#: unless told otherwise; no data format is sent as a form.
+_NO_FORMAT: Final = frozenset(("", "application/octet-stream", "application/x-www-form-urlencoded"))
+
+
 async def ingest(request: web.Request) -> web.StreamResponse:
     cfg = request.app[_CFG]
     if not cfg.allow_ingest:
@@ -236,9 +243,7 @@ async def ingest(request: web.Request) -> web.StreamResponse:
         return error_response(413, f"ingest body larger than {cfg.max_ingest_body_bytes} bytes")
     source_name = request.match_info.get("source")
     media = request.content_type
-    input_format = request.query.get("format") or (
-        None if media in ("application/octet-stream", "") else media
-    )
+    input_format = request.query.get("format") or (None if media in _NO_FORMAT else media)
     with tempfile.TemporaryDirectory(prefix="odf-ingest-") as tmp:
         path = Path(tmp) / "input"
         total = 0

@@ -346,5 +346,11 @@ def test_push_ingest_over_http_and_its_errors(tmp_path: Path, ws: Workspace) -> 
                 body = json.loads(await r.read())
                 assert body["numRecords"] == 1 and body["oldHead"] == str(head)
             assert str(ws.get("readings").head()) == body["newHead"]
+            # curl --data-binary sends a form content type: the source's format is used.
+            later = b'{"event_time": "2024-01-02T00:00:00Z", "v": 8}\n'
+            form = {"Content-Type": "application/x-www-form-urlencoded"}
+            async with s.post(f"{url}/readings/ingest", data=later, headers=form) as r:
+                assert r.status == 200, await r.read()
+                assert json.loads(await r.read())["numRecords"] == 1
 
     run(main())
