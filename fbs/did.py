@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import re
 import struct
-from dataclasses import dataclass
 from typing import Final
 
 from fbs.errors import InvalidDid, InvalidMultiformat, InvalidName
+from fbs.frozen import ordered_model, positional_model
 from fbs.multiformats import decode_multibase, encode_multibase
 
 DID_ODF_PREFIX: Final = "did:odf:"
@@ -36,7 +36,7 @@ _NAME_RE: Final = re.compile(r"[a-zA-Z0-9]+(?:-[a-zA-Z0-9]+)*(?:\.[a-zA-Z0-9]+(?
 _U64: Final = (1 << 64) - 1
 
 
-@dataclass(frozen=True, slots=True, order=True)
+@ordered_model
 class DatasetId:
     """The identity of a dataset (or account): an ed25519 public key.
 
@@ -215,7 +215,7 @@ def _check_name(kind: str, value: object) -> None:
         )
 
 
-@dataclass(frozen=True, slots=True)
+@positional_model
 class DatasetName:
     """A dataset name such as ``com.example.prices``.
 
@@ -244,7 +244,7 @@ class DatasetName:
         return self.value
 
 
-@dataclass(frozen=True, slots=True)
+@positional_model
 class AccountName:
     """An account name such as ``alice``; same syntax and comparison rules as `DatasetName`.
 
@@ -270,7 +270,7 @@ class AccountName:
         return self.value
 
 
-@dataclass(frozen=True, slots=True)
+@positional_model
 class DatasetAlias:
     """A local dataset alias: ``[account/]name``.
 

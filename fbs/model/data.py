@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+from fbs.frozen import model
 from fbs.model import schema as s
 from fbs.model.enums import TimeUnit
 from fbs.model.extra import ExtraAttributes
-from fbs.model.frozen import model
 
 __all__ = [
     "DATA_TYPE",

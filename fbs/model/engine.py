@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from fbs.did import DatasetId
+from fbs.frozen import model
 from fbs.model import schema as s
 from fbs.model.events import DatasetVocabulary, OffsetInterval
-from fbs.model.frozen import model
 from fbs.model.source import Transform
 from fbs.timestamp import Timestamp
 

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from fbs.did import DatasetId
+from fbs.frozen import model
 from fbs.model import schema as s
 from fbs.model.data import DataSchema
 from fbs.model.enums import DatasetKind
 from fbs.model.extra import ExtraAttributes
-from fbs.model.frozen import model
 from fbs.model.source import FetchStep, MergeStrategy, PrepStep, ReadStep, Transform
 from fbs.multiformats import Multihash
 from fbs.timestamp import Timestamp

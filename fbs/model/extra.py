@@ -10,8 +10,8 @@ from dataclasses import field
 from typing import Any
 
 from fbs.errors import InvalidValue
+from fbs.frozen import positional_model
 from fbs.model import schema as s
-from fbs.model.frozen import positional_model
 
 __all__ = ["ExtraAttributes", "canonical_json"]
 

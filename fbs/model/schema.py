@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import field
 from typing import Any, Final, TypeVar
 
-from fbs.model.frozen import positional_model
+from fbs.frozen import positional_model
 
 __all__ = [
     "BOOL",

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+from fbs.frozen import model
 from fbs.model import schema as s
 from fbs.model.data import DataSchema
 from fbs.model.enums import CompressionFormat, MqttQos, SourceOrdering
-from fbs.model.frozen import model
 
 __all__ = [
     "EVENT_TIME_SOURCE",
