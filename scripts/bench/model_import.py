@@ -17,9 +17,14 @@ get a private ``PYTHONPYCACHEPREFIX`` (warmed by one untimed run of each variant
 when the caller sets ``PYTHONDONTWRITEBYTECODE``.
 
 Prints each variant's median wall time with its spread (min..max), its import cost
-(median minus the floor's median), the median CPU time of the child (user + system) and,
-with a baseline, the ratio baseline cost / this tree's cost (wall and CPU). No target
-is asserted here: issue 15 asks for >= 3x; the figures go to README's table.
+(median minus the floor's median) and the median CPU time of the child (user +
+system). Then the package's own import time: a fresh child first imports every
+non-``fbs`` module that the import loads in either tree (dataclasses and inspect,
+typing, hashlib, json, decimal, datetime ...: what any ``odf`` command loads anyway),
+then times ``import fbs.model, fbs.codec`` in-process (median, min..max of
+``--repeat`` children per tree, interleaved with the others). With a baseline, the
+ratios baseline / this tree of the import cost (wall, CPU) and of the own time. No
+target is asserted here: issue 15 asks for >= 3x; the figures go to README's table.
 """
 
 from __future__ import annotations
@@ -100,6 +105,51 @@ def report(name: str, walls: list[float], cpus: list[float], floor: float) -> fl
     return cost
 
 
+def stdlib_of(trees: list[Path], cache: Path) -> list[str]:
+    """The modules other than ``fbs.*`` that the import loads, in any of ``trees``."""
+    probe = (
+        "import sys; before = set(sys.modules); " + IMPORT + "; "
+        "print(' '.join(sorted(set(sys.modules) - before)))"
+    )
+    names: set[str] = set()
+    for tree in trees:
+        env = child_env(tree, cache)
+        out = subprocess.run(
+            [sys.executable, "-c", probe],
+            env=env,
+            cwd=cache,
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout.split()
+        names.update(n for n in out if n.split(".")[0] != "fbs")
+    return sorted(names)
+
+
+def own_code(preload: list[str]) -> str:
+    """A child that loads ``preload`` first, then prints the import's own time (s)."""
+    return (
+        f"import {', '.join(preload)}\n"
+        "import time\n"
+        "t = time.perf_counter()\n"
+        f"{IMPORT}\n"
+        "print(time.perf_counter() - t)\n"
+    )
+
+
+def run_own(code: str, env: dict[str, str]) -> float:
+    """The in-process import time printed by one fresh child."""
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        env=env,
+        cwd=env["PYTHONPYCACHEPREFIX"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    return float(out)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--repeat", type=int, default=21, help="fresh processes per variant")
@@ -113,43 +163,51 @@ def main() -> None:
         # sys.path, and this one holds no package.
         cache = Path(tmp) / "pycache"
         cache.mkdir()
-        variants: dict[str, tuple[str, dict[str, str]]] = {
-            "python -c pass": ("pass", child_env(None, cache)),
-            "this tree": (IMPORT, child_env(ROOT, cache)),
-        }
-        base = args.baseline
-        if args.baseline_rev:
-            base = archive(args.baseline_rev, Path(tmp))
+        trees = {"this tree": ROOT}
+        base = archive(args.baseline_rev, Path(tmp)) if args.baseline_rev else args.baseline
         if base is not None:
-            variants[f"baseline {args.baseline_rev or base}"[:28]] = (
-                IMPORT,
-                child_env(base, cache),
-            )
-            check_origin(base, variants[list(variants)[-1]][1])
-        check_origin(ROOT, variants["this tree"][1])
+            trees[f"baseline {args.baseline_rev or base}"[:28]] = base
+        envs = {name: child_env(tree, cache) for name, tree in trees.items()}
+        for name, tree in trees.items():
+            check_origin(tree, envs[name])
+        variants = {"python -c pass": ("pass", child_env(None, cache))}
+        variants.update({name: (IMPORT, envs[name]) for name in trees})
+        preload = stdlib_of(list(trees.values()), cache)
+        own = own_code(preload)
         for code, env in variants.values():
             run_once(code, env)  # compile and cache the bytecode
         walls: dict[str, list[float]] = {k: [] for k in variants}
         cpus: dict[str, list[float]] = {k: [] for k in variants}
+        owns: dict[str, list[float]] = {k: [] for k in trees}
         for _ in range(args.repeat):
             for name, (code, env) in variants.items():
                 w, c = run_once(code, env)
                 walls[name].append(w)
                 cpus[name].append(c)
+            for name in trees:
+                owns[name].append(run_own(own, envs[name]))
 
     floor = statistics.median(walls["python -c pass"])
     floor_cpu = statistics.median(cpus["python -c pass"])
     print(f"{IMPORT!r}, median of {args.repeat} fresh processes, load {os.getloadavg()[0]:.1f}")
     print(f"{'variant':<28} {'median s':>9} {'min..max s':>16} {'import s':>9} {'cpu s':>9}")
     costs = {name: report(name, walls[name], cpus[name], floor) for name in variants}
-    names = list(variants)
-    if len(names) == 3:
-        ours, theirs = costs[names[1]], costs[names[2]]
-        ours_cpu = statistics.median(cpus[names[1]]) - floor_cpu
-        theirs_cpu = statistics.median(cpus[names[2]]) - floor_cpu
+    print(
+        f"own import time (in-process, after the {len(preload)} non-fbs modules it loads: "
+        f"{', '.join(n for n in preload if '.' not in n and not n.startswith('_'))})"
+    )
+    for name in trees:
+        o = owns[name]
+        print(f"{name:<28} {statistics.median(o):9.4f} {min(o):7.4f}..{max(o):<7.4f}")
+    names = list(trees)
+    if len(names) == 2:
+        ours, theirs = names
+        ours_cpu = statistics.median(cpus[ours]) - floor_cpu
+        theirs_cpu = statistics.median(cpus[theirs]) - floor_cpu
         print(
-            f"import cost, baseline / this tree: wall {theirs / ours:.2f}x, "
-            f"cpu {theirs_cpu / ours_cpu:.2f}x"
+            f"baseline / this tree: import cost wall {costs[theirs] / costs[ours]:.2f}x, "
+            f"cpu {theirs_cpu / ours_cpu:.2f}x; own import time "
+            f"{statistics.median(owns[theirs]) / statistics.median(owns[ours]):.2f}x"
         )
 
 
