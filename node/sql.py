@@ -90,6 +90,8 @@ SQL_DIR: Final = "sql"
 #: Engine messages of a query that names a table nobody registered (DataFusion: "table
 #: '...' not found"; Spark: "[TABLE_OR_VIEW_NOT_FOUND] ... cannot be found").
 _MISSING_TABLE: Final = ("not found", "cannot be found")
+#: Dataset names listed in the hint of a missing-table error.
+_HINT_NAMES: Final = 10
 
 T = TypeVar("T")
 
@@ -258,10 +260,32 @@ def _with_tables(root: Path, query: str, work: Path, run: Callable[[list[StagedT
         if not any(m in message for m in _MISSING_TABLE):
             raise
         _refuse_empty(mentioned, staged, message)
-        rest = [d for d in entries(root) if d not in mentioned]
+        every = entries(root)
+        rest = [d for d in every if d not in mentioned]
         if not rest:
+            raise _with_hint(e, query, every) from None
+    try:
+        return run(staged + _stage(root, rest, work, first=len(mentioned)))
+    except InvalidQuery as e:
+        if not any(m in str(e).lower() for m in _MISSING_TABLE):
             raise
-    return run(staged + _stage(root, rest, work, first=len(mentioned)))
+        raise _with_hint(e, query, every) from None
+
+
+def _with_hint(error: InvalidQuery, query: str, every: Sequence[DatasetEntry]) -> InvalidQuery:
+    """A missing-table error with what the user most likely meant: a dataset alias with a
+    dot written unquoted (read as schema.table by both engines), else the datasets here."""
+    import re
+
+    for entry in every:
+        if "." in entry.alias:
+            bare = r"(?<![`\"\w.])" + re.escape(entry.alias) + r"(?![`\"\w.])"
+            if re.search(bare, query, flags=re.IGNORECASE):
+                quoted = '"' + entry.alias + '"'
+                return InvalidQuery(f"{error} (quote a dataset name with dots: {quoted})")
+    names = sorted(entry.alias for entry in every)
+    shown = ", ".join(names[:_HINT_NAMES]) + (", ..." if len(names) > _HINT_NAMES else "")
+    return InvalidQuery(f"{error} (datasets here: {shown or 'none'})")
 
 
 def _refuse_empty(

@@ -241,3 +241,30 @@ def test_a_dataset_with_nothing_in_it_is_named_not_a_missing_table(tmp_path: Pat
         run_embedded(ws.root, "SELECT * FROM `my.empty`")
     with pytest.raises(InvalidQuery, match="not found"):  # not a dataset: the engine's words
         run_embedded(ws.root, "SELECT * FROM nothing")
+
+
+@pytest.mark.parametrize(
+    ("query", "hint"),
+    [
+        (
+            "SELECT count(*) FROM com.example.cities",
+            '(quote a dataset name with dots: "com.example.cities")',
+        ),
+        ("SELECT * FROM cities", "(datasets here: areas, com.example.cities, unrelated)"),
+        (
+            'SELECT * FROM "com.example.cities" JOIN nothing ON true',
+            "(datasets here: areas, com.example.cities, unrelated)",
+        ),
+    ],
+)
+def test_a_missing_table_says_what_was_likely_meant(
+    two_datasets: Workspace, query: str, hint: str
+) -> None:
+    """An unquoted dotted alias is read as schema.table: the error says to quote it;
+    another missing table lists the datasets there are."""
+    from node.sql import run_embedded
+
+    with pytest.raises(InvalidQuery) as info:
+        run_embedded(two_datasets.root, query)
+    assert str(info.value).endswith(hint), str(info.value)
+    assert "not found" in str(info.value)
