@@ -17,6 +17,7 @@ newest block whose system time is <= a `Timestamp`); reading happens in `to_arro
 
 from __future__ import annotations
 
+import datetime
 import importlib.util
 from collections.abc import Sequence
 from pathlib import Path
@@ -135,15 +136,19 @@ class DatasetView:
 
     # -- projections ----------------------------------------------------------------------
 
-    def as_of(self, point: Multihash | str | Timestamp) -> DatasetView:
+    def as_of(self, point: Multihash | str | Timestamp | datetime.datetime) -> DatasetView:
         """The dataset as it was at a block (hash) or a system time.
 
-        A `Timestamp` selects the newest block whose ``system_time`` is at or before it.
+        A `Timestamp` or an aware `datetime.datetime` selects the newest block whose
+        ``system_time`` is at or before it.
 
         Raises:
             UsageError: a hash not in this dataset's chain, or a time before its Seed.
+            fbs.errors.InvalidTimestamp: a naive datetime (its zone would be a guess).
         """
         start = self.head or self.dataset.head()
+        if isinstance(point, datetime.datetime):
+            point = Timestamp.from_datetime(point)
         if isinstance(point, Timestamp):
             for h, _raw, block in self.dataset.iter_blocks(start):
                 if block.system_time <= point:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import importlib.util
 from pathlib import Path
 
@@ -9,6 +10,7 @@ import pyarrow as pa
 import pytest
 
 import node.api as odf
+from fbs.errors import InvalidTimestamp
 from fbs.model import (
     AddPushSource,
     DatasetKind,
@@ -82,6 +84,11 @@ def test_as_of_system_time(tmp_path: Path) -> None:
         pinned = ds.as_of(between)
         with pytest.raises(UsageError, match="read-only"):
             pinned.ingest([tmp_path / "v1.csv"])
+        # A Python user's datetime works as well; a naive one is refused, not guessed.
+        aware = between.to_datetime().astimezone(dt.timezone(dt.timedelta(hours=5)))
+        assert ds.as_of(aware).head == pinned.head
+        with pytest.raises(InvalidTimestamp, match="naive"):
+            ds.as_of(between.to_datetime().replace(tzinfo=None))
 
 
 def test_as_of_unknown_block(tmp_path: Path) -> None:
