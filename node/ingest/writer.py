@@ -40,7 +40,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -112,8 +111,6 @@ DICTIONARY_MAX_DISTINCT_SHARE: Final = 0.5
 #: Tables queued for the logical hash before `SliceWriter.write` waits: the hash thread
 #: absorbs the uneven pace of parsing and encoding without holding up the reader.
 HASH_QUEUE_TABLES: Final = 3
-#: Bytes written to a slice file gathered before they are queued for its SHA3.
-_HASH_HANDOFF_BYTES: Final = 1 << 20
 #: Bytes the Parquet writer's output is buffered in natively before each Python-level
 #: write to the hashing sink (the writer emits every page header and page as a piece of
 #: its own: ~0.2 CPU-s of Python calls for a 10M-row slice without the buffer).
@@ -269,13 +266,12 @@ class WrittenSlice:
 
 
 class _HashWorker:
-    """One worker thread for the slice's hashes, fed in write order.
+    """One worker thread for the slice's logical hash, fed in write order.
 
     The logical digest (`RecordDigest`, when ``schema`` is given) is fed one table at a
-    time and the file bytes (`_HashingFile`) as the Parquet writer emits them. Hashing
-    (pyarrow kernels and SHA3, both releasing the GIL) then overlaps with parsing the
-    next input batches and encoding Parquet. At most `HASH_QUEUE_TABLES` tables wait
-    for the hash (and their Parquet bytes): memory stays bounded by a few batches. A
+    time. Hashing (pyarrow kernels and SHA3, both releasing the GIL) then overlaps with
+    parsing the next input batches and encoding Parquet. At most `HASH_QUEUE_TABLES`
+    tables wait for the hash: memory stays bounded by a few batches. A
     failure inside the logical digest does not fail the write: the digest is dropped and
     `finalize` returns None (the caller then hashes the file).
     """
@@ -299,10 +295,6 @@ class _HashWorker:
         if self._digest is not None:
             self._pending.append(self._executor.submit(self._digest.update, table))
 
-    def submit(self, fn: Callable[[bytes], None], data: bytes) -> None:
-        """Run ``fn(data)`` on the worker, after everything queued before."""
-        self._executor.submit(fn, data)
-
     def finalize(self) -> bytes | None:
         """Wait for all queued work; the logical digest (None: dropped or not kept)."""
         self._wait()
@@ -324,18 +316,17 @@ class _HashWorker:
 class _HashingFile:
     """The slice file as the Parquet writer's sink: bytes are SHA3'd as they are written.
 
-    This gives the physical hash without reading the file again. pyarrow hands over
-    ``bytes`` copies, so hashing them later on the worker thread is safe. The Parquet
-    writer emits many small pieces (page headers, pages): they are handed to the worker
-    `_HASH_HANDOFF_BYTES` at a time, not one thread hop each.
+    This gives the physical hash without reading the file again. The bytes are hashed
+    on the thread that writes them, the encoder's (they arrive `_SINK_BUFFER_BYTES` at a
+    time, SHA3 releases the GIL), not on the logical hash's thread: that thread is the
+    ingest's longest one (it waits for nothing else; the encoder does half its work),
+    and a second load on it held up the reader (issue 15.3). Writes come one row group at
+    a time from the encoder, then from `SliceWriter.close`: always in file order.
     """
 
-    def __init__(self, path: Path, worker: _HashWorker) -> None:
+    def __init__(self, path: Path) -> None:
         self._file = path.open("wb")
-        self._worker = worker
         self._sha3 = hashlib.sha3_256()
-        self._pending: list[bytes] = []
-        self._pending_bytes = 0
         self.size = 0
         self.failed = False
 
@@ -346,24 +337,12 @@ class _HashingFile:
     def write(self, data: bytes) -> int:
         written = self._file.write(data)
         self.size += len(data)
-        self._pending.append(data)
-        self._pending_bytes += len(data)
-        if self._pending_bytes >= _HASH_HANDOFF_BYTES:
-            self._hand_off()
+        if not self.failed:
+            try:
+                self._sha3.update(data)
+            except Exception:  # the file is hashed instead
+                self.failed = True
         return written
-
-    def _hand_off(self) -> None:
-        """Queue the bytes written since the last hand-off for hashing, in order."""
-        if self._pending:
-            data = self._pending[0] if len(self._pending) == 1 else b"".join(self._pending)
-            self._pending, self._pending_bytes = [], 0
-            self._worker.submit(self._hash, data)
-
-    def _hash(self, data: bytes) -> None:
-        try:
-            self._sha3.update(data)
-        except Exception:  # the file is hashed instead
-            self.failed = True
 
     def tell(self) -> int:
         return self.size
@@ -372,7 +351,6 @@ class _HashingFile:
         self._file.flush()
 
     def close(self) -> None:
-        self._hand_off()
         self._file.close()
 
     def writable(self) -> bool:
@@ -385,7 +363,7 @@ class _HashingFile:
         return False
 
     def digest(self) -> bytes:
-        """SHA3-256 of the bytes written (call after the worker finished)."""
+        """SHA3-256 of the bytes written (call after the last write)."""
         return self._sha3.digest()
 
 
@@ -448,7 +426,7 @@ class SliceWriter:
         self._verify = verify_hash
         streamable = all(streamable_type(f.type) for f in self.schema)
         self._worker = _HashWorker(self.schema if streamable else None)
-        self._sink = _HashingFile(self.path, self._worker)
+        self._sink = _HashingFile(self.path)
         self._out = pa.BufferedOutputStream(
             pa.PythonFile(self._sink, mode="w"), buffer_size=_SINK_BUFFER_BYTES
         )
@@ -625,7 +603,7 @@ class SliceWriter:
         interval = (
             OffsetInterval(start=self.start_offset, end=self.next_offset - 1) if count else None
         )
-        logical = self._logical_hash()  # also waits for the file bytes to be hashed
+        logical = self._logical_hash()
         physical, size = self._physical_hash()
         max_et = _to_timestamp(self._max_event) if self._max_event is not None else None
         self._result = WrittenSlice(self.path, count, interval, logical, physical, size, max_et)

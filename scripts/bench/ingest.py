@@ -29,11 +29,14 @@
 Every measurement runs in a fresh child process so peak RSS (``ru_maxrss``) is its own.
 
 ``--e2e-rows 1000`` measures the CLI's fixed cost (start, imports, commit) the same way.
+``--baseline-rev REV`` adds to every end-to-end round an ``odf ingest`` of a ``git archive``
+of REV (first on ``PYTHONPATH``, same venv), alternating which of the two trees runs first:
+an A/B of a change against the tree before it, in the same run and load.
 
 Usage: ``python scripts/bench/ingest.py [--e2e-rows N [N ...]] [--e2e-repeat K]
 [--duckdb-python PY] [--rows N [N ...]] [--repeat K] [--memory-rows N] [--snapshot-rows N]
 [--snapshot-history K] [--threads-rows N] [--skip e2e|append|memory|snapshot|threads ...]
-[--workdir DIR]``
+[--baseline-rev REV] [--workdir DIR]``
 """
 
 from __future__ import annotations
@@ -47,6 +50,7 @@ import shutil
 import statistics
 import subprocess
 import sys
+import tarfile
 import tempfile
 import time
 from pathlib import Path
@@ -245,6 +249,22 @@ DUCKDB_TYPES = (
 CPU: dict[str, list[float]] = {}
 
 
+#: The ``git archive`` of ``--baseline-rev`` (None: no A/B), and that revision's name.
+BASELINE: dict[str, Path | str] = {}
+
+
+def _archive(rev: str, dest: Path) -> Path:
+    """Extract ``git archive rev`` of this repository into ``dest / "tree"``."""
+    tar = dest / "tree.tar"
+    with tar.open("wb") as out:
+        subprocess.run(["git", "-C", str(ROOT), "archive", rev], stdout=out, check=True)
+    tree = dest / "tree"
+    with tarfile.open(tar) as t:
+        t.extractall(tree, filter="data")
+    tar.unlink()
+    return tree
+
+
 def _process_env(base: Path) -> dict[str, str]:
     """The environment of every timed process: bytecode cached under ``base``."""
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
@@ -295,9 +315,14 @@ def _span(values: list[float], unit: str = " s") -> str:
 
 
 def _e2e_round(
-    base: Path, csv: Path, tag: str, env: dict[str, str], duckdb_python: str | None
+    base: Path,
+    csv: Path,
+    tag: str,
+    env: dict[str, str],
+    duckdb_python: str | None,
+    before_first: bool = False,
 ) -> dict[str, tuple[float, int]]:
-    """One pyarrow, odf (and DuckDB) process on ``csv``: wall seconds and output bytes."""
+    """One pyarrow, odf (the tree before, DuckDB) process on ``csv``: wall seconds and bytes."""
     rows = tag.split("-")[0]
     out: dict[str, tuple[float, int]] = {}
     parquet = base / f"bl-{tag}.parquet"
@@ -305,6 +330,28 @@ def _e2e_round(
     out["pyarrow"] = (_timed(cmd, label=f"pyarrow-{rows}", env=env), parquet.stat().st_size)
     parquet.unlink()
     work = base / f"ws-{tag}"
+    trees = [("odf", env)]
+    tree = BASELINE.get("tree")
+    if tree is not None:
+        # The tree before first in every other round: neither always runs second.
+        before = ("odf-before", {**env, "PYTHONPATH": str(tree)})
+        trees = [before, *trees] if before_first else [*trees, before]
+    for name, tree_env in trees:
+        _setup_workspace(work, csv, env)
+        cmd = [_odf(), "ingest", "bench", str(csv), "--no-progress"]
+        wall = _timed(cmd, cwd=work, label=f"{name}-{rows}", env=tree_env)
+        out[name] = (wall, _slice_bytes(work))
+        shutil.rmtree(work, ignore_errors=True)
+    if duckdb_python is not None:
+        parquet = base / f"duck-{tag}.parquet"
+        cmd = [duckdb_python, "-c", DUCKDB_SCRIPT, str(csv), str(parquet), *DUCKDB_TYPES]
+        out["duckdb"] = (_timed(cmd, label=f"duckdb-{rows}", env=env), parquet.stat().st_size)
+        parquet.unlink()
+    return out
+
+
+def _setup_workspace(work: Path, csv: Path, env: dict[str, str]) -> None:
+    """A fresh workspace with the dataset ``bench`` at ``work`` (untimed)."""
     work.mkdir()
     subprocess.run(
         [sys.executable, __file__, "--child", "setup", str(csv), str(work)],
@@ -312,15 +359,6 @@ def _e2e_round(
         capture_output=True,
         env=env,
     )
-    cmd = [_odf(), "ingest", "bench", str(csv), "--no-progress"]
-    out["odf"] = (_timed(cmd, cwd=work, label=f"odf-{rows}", env=env), _slice_bytes(work))
-    shutil.rmtree(work, ignore_errors=True)
-    if duckdb_python is not None:
-        parquet = base / f"duck-{tag}.parquet"
-        cmd = [duckdb_python, "-c", DUCKDB_SCRIPT, str(csv), str(parquet), *DUCKDB_TYPES]
-        out["duckdb"] = (_timed(cmd, label=f"duckdb-{rows}", env=env), parquet.stat().st_size)
-        parquet.unlink()
-    return out
 
 
 def _warm_up(base: Path, env: dict[str, str], duckdb_python: str | None) -> None:
@@ -353,13 +391,16 @@ def bench_e2e(base: Path, rows: int, repeat: int, duckdb_python: str | None) -> 
     base_s: list[float] = []
     odf_s: list[float] = []
     duck_s: list[float] = []
+    before_s: list[float] = []
     sizes: dict[str, int] = {}
     for i in range(repeat):
-        got = _e2e_round(base, csv, f"{rows}-{i}", env, duckdb_python)
+        got = _e2e_round(base, csv, f"{rows}-{i}", env, duckdb_python, before_first=i % 2 == 1)
         base_s.append(got["pyarrow"][0])
         odf_s.append(got["odf"][0])
         if "duckdb" in got:
             duck_s.append(got["duckdb"][0])
+        if "odf-before" in got:
+            before_s.append(got["odf-before"][0])
         sizes = {k: v[1] for k, v in got.items()}
     csv.unlink()
     load_after = _load()
@@ -385,11 +426,32 @@ def bench_e2e(base: Path, rows: int, repeat: int, duckdb_python: str | None) -> 
         f"  CPU seconds: pyarrow {_span(cpu_b)}, odf {_span(cpu_o)}; ratio "
         f"{_span([b / o for b, o in zip(cpu_b, cpu_o, strict=True)], '')}"
     )
+    if before_s:
+        _print_before(rows, base_s, odf_s, before_s)
     mib = {k: v / 2**20 for k, v in sizes.items()}
     print(
         f"  size: slice {mib['odf']:.1f} MiB, pyarrow {mib['pyarrow']:.1f} MiB"
         + (f", DuckDB {mib['duckdb']:.1f} MiB" if "duckdb" in mib else "")
         + f"; slice/pyarrow {sizes['odf'] / sizes['pyarrow']:.2f} (target <= 1.1)"
+    )
+
+
+def _print_before(
+    rows: int, base_s: list[float], odf_s: list[float], before_s: list[float]
+) -> None:
+    """The tree of ``--baseline-rev`` in the same rounds: its ratios, and this tree's vs it."""
+    cpu_b, cpu_o = CPU[f"pyarrow-{rows}"], CPU[f"odf-{rows}"]
+    cpu_r = CPU[f"odf-before-{rows}"]
+    ratios = [b / r for b, r in zip(base_s, before_s, strict=True)]
+    print(f"  odf ingest, tree at {BASELINE['rev']}: {_span(before_s)}")
+    print(
+        f"    ratio pyarrow/odf {_span(ratios, '')}; CPU {_span(cpu_r)}, ratio "
+        f"{_span([b / r for b, r in zip(cpu_b, cpu_r, strict=True)], '')}"
+    )
+    print(
+        f"    this tree / tree before, pair by pair: wall "
+        f"{_span([o / r for o, r in zip(odf_s, before_s, strict=True)], '')}, CPU "
+        f"{_span([o / r for o, r in zip(cpu_o, cpu_r, strict=True)], '')}"
     )
 
 
@@ -621,6 +683,9 @@ def main() -> None:
         "--threads-rows", type=int, default=10_000_000, help="rows of the CPU-by-thread run"
     )
     p.add_argument("--workdir", type=Path, default=None)
+    p.add_argument(
+        "--baseline-rev", default=None, help="also time odf from a git archive of REV (A/B)"
+    )
     p.add_argument("--child", nargs=3, metavar=("TASK", "CSV", "WORK"), help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.child:
@@ -629,6 +694,9 @@ def main() -> None:
         return
     base = Path(tempfile.mkdtemp(prefix="odf-bench-ingest-", dir=args.workdir))
     try:
+        if args.baseline_rev is not None:
+            BASELINE["rev"] = args.baseline_rev
+            BASELINE["tree"] = _archive(args.baseline_rev, base)
         if "e2e" not in args.skip:
             duckdb_python = _duckdb_python(args.duckdb_python)
             for rows in args.e2e_rows:
