@@ -280,4 +280,8 @@ def _wide_nodes(plan: Any) -> list[str]:
             found.append(str(node.nodeName()))
         children = node.children()
         stack.extend(children.apply(i) for i in range(children.size()))
+        # A subquery in an expression (``WHERE v > (SELECT avg(v) FROM t)``) is a plan
+        # of its own, not a child: its aggregate makes the query stateful all the same.
+        subqueries = node.subqueries()
+        stack.extend(subqueries.apply(i) for i in range(subqueries.size()))
     return found

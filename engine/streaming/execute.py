@@ -27,9 +27,10 @@ leaderboard example expects). State grows with the input (documented limit).
 Finality (both modes): with ``W`` the output watermark (min over the inputs) and ``H`` the
 hold-back (the longest interval of an interval-join condition, as Flink holds its
 watermark back by the join's bound), a row is final when its window end (for windowed
-results) or its event time (otherwise) is ``<= W - H``. Rows not yet final are not
-emitted. Before every input has a watermark no window closes, while changelog rows are
-emitted as they are (and corrected later if need be).
+results) or its event time (otherwise) is ``<= W - H``; a row whose event time is NULL
+(an outer join's unmatched side) is final at once: no watermark would ever pass it. Rows
+not yet final are not emitted. Before every input has a watermark no window closes, while
+changelog rows are emitted as they are (and corrected later if need be).
 
 Inputs: each input's view is the retained rows followed by the new rows, in offset order,
 as one partition (so every run sees the same row order and replay is deterministic).
@@ -492,7 +493,63 @@ def _mode(request: TransformRequest, query: RewrittenQuery, result: DataFrame) -
         return MODE_CHANGELOG
     column = query.windows[0].time_expr.split(".")[-1].strip().strip("`").lower()
     event_time = request.query_inputs[0].vocab.event_time_column.lower()
-    return MODE_WINDOW if column == event_time else MODE_CHANGELOG
+    if column != event_time or not _windows_read_event_time(result, event_time):
+        return MODE_CHANGELOG
+    return MODE_WINDOW
+
+
+def _windows_read_event_time(result: DataFrame, event_time: str) -> bool:
+    """True if every group window of ``result``'s plan buckets the input's event-time
+    column as read from its files, not a column of that name computed from it.
+
+    Window mode's lateness and retention compare the *input's* event time with window
+    ends: a window over ``event_time - INTERVAL 2 HOURS AS event_time`` (or a time-zone
+    shift, or another column renamed) in a subquery has the same name but other values,
+    so its windows would close before their rows arrive (dropped as late) or lose rows
+    still needed (retained by the wrong time). In Spark's optimized plan, projections are
+    collapsed into the window computation, which converts its time column to a long
+    (``PreciseTimestampConversion``): that column must be an attribute the input's scan
+    reads. Anything unexpected answers False (a changelog query: exact, only costlier).
+    """
+    plan: Any = result._jdf.queryExecution().optimizedPlan()
+    jvm: Any = result.sparkSession._jvm
+    try:
+        cls = jvm.java.lang.Class.forName
+        conversion = cls("org.apache.spark.sql.catalyst.expressions.PreciseTimestampConversion")
+        attribute = cls("org.apache.spark.sql.catalyst.expressions.AttributeReference")
+    except Exception:
+        return False
+    read: set[int] = set()  # expression IDs of the event-time columns the scans output
+    times: list[Any] = []  # the time columns the windows convert
+    stack = [plan]
+    while stack:
+        node = stack.pop()
+        children = node.children()
+        if children.size() == 0:
+            out = node.output()
+            for i in range(out.size()):
+                a = out.apply(i)
+                if str(a.name()).lower() == event_time:
+                    read.add(int(a.exprId().id()))
+        exprs = node.expressions()
+        pending = [exprs.apply(i) for i in range(exprs.size())]
+        while pending:
+            e = pending.pop()
+            if conversion.isInstance(e) and str(e.child().dataType().typeName()).startswith(
+                "timestamp"
+            ):
+                times.append(e.child())
+            kids = e.children()
+            pending.extend(kids.apply(i) for i in range(kids.size()))
+        stack.extend(children.apply(i) for i in range(children.size()))
+
+    def as_read(t: Any) -> bool:
+        # A DATE event time reaches the window cast to a timestamp: the same instants.
+        if str(t.nodeName()) == "Cast" and str(t.child().dataType().typeName()) == "date":
+            t = t.child()
+        return bool(attribute.isInstance(t)) and int(t.exprId().id()) in read
+
+    return bool(times) and all(as_read(t) for t in times)
 
 
 def _parallel_candidate(request: TransformRequest, query: RewrittenQuery) -> bool:
@@ -571,7 +628,7 @@ def _final_rows(
     """The rows of ``result`` that are final (hidden columns dropped, `_ROW_INDEX` added).
 
     Window results are final when their window ended by the gate, others when their event
-    time is at or before it; ``after_us`` excludes windows emitted by earlier runs.
+    time is at or before it or NULL; ``after_us`` excludes windows emitted by earlier runs.
     """
     # Conditions are SQL text: a PySpark column expression costs a dozen py4j calls, a
     # fixed cost of every run.
@@ -585,7 +642,10 @@ def _final_rows(
     # Flink fires a window at end - 1 ms; with millisecond watermarks that is end <= W.
     time = quote_identifier(WINDOW_END_COLUMN if windowed else request.vocab.event_time_column)
     if not windowed:
-        cond = f"{time} <= timestamp_micros({int(gate_us)})"
+        # A row without an event time (an outer join's unmatched side, an aggregate over
+        # no rows) has no time to wait for: it is final now, as in the batch answer.
+        # Were it held back, no watermark would ever release it.
+        cond = f"({time} <= timestamp_micros({int(gate_us)}) OR {time} IS NULL)"
         if after_us is not None:
             cond += f" AND {time} > timestamp_micros({int(after_us)})"
         return _visible(indexed.where(cond))
