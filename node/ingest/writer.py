@@ -318,10 +318,10 @@ class _HashingFile:
 
     This gives the physical hash without reading the file again. The bytes are hashed
     on the thread that writes them, the encoder's (they arrive `_SINK_BUFFER_BYTES` at a
-    time, SHA3 releases the GIL), not on the logical hash's thread: that thread is the
-    ingest's longest one (it waits for nothing else; the encoder does half its work),
-    and a second load on it held up the reader (issue 15.3). Writes come one row group at
-    a time from the encoder, then from `SliceWriter.close`: always in file order.
+    time; SHA3 releases the GIL): no copies queued, no thread hop, and the logical
+    hash's thread, the busier of the two (10M rows: 2.3 vs 1.6 CPU-s), carries only the
+    logical hash. Writes come one row group at a time from the encoder, then from
+    `SliceWriter.close`: always in file order.
     """
 
     def __init__(self, path: Path) -> None:

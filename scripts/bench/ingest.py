@@ -484,8 +484,8 @@ def child_threads(csv: str, work: str) -> dict[str, Any]:
     """An in-process Append ingest (as the CLI runs it) and its CPU seconds by thread.
 
     Threads are sampled every `THREAD_SAMPLE_S` (a thread's last sample counts); Python
-    threads by name (``ingest-read``: parse and convert; ``slice-hash``: logical hash and
-    SHA3 of the file; ``slice-encode``: Parquet; ``input-key``: SHA-256 of the input),
+    threads by name (``ingest-read``: parse and convert; ``slice-hash``: logical hash;
+    ``slice-encode``: Parquet and SHA3 of the file; ``input-key``: SHA-256 of the input),
     the rest (Arrow's thread pool, jemalloc) as ``arrow pool/other``.
     """
     import threading
