@@ -36,6 +36,7 @@ def exit_code_for(error: BaseException) -> int:
     from engine.errors import EngineConfigError, EngineUnavailable, InvalidQuery
     from fbs.errors import FbsError, InvalidDid, InvalidMultiformat
     from node.cli_util import EXIT_CONFLICT, EXIT_UNAVAILABLE
+    from node.daemon_runfile import NodeAlreadyRunning, NodeNotRunning
     from node.errors import DatasetInUse, EngineManagerError, EngineSettingsError
     from node.ingest.errors import IngestError, SourceNotFound, SourceUnreachable
     from p2p.errors import (
@@ -68,8 +69,9 @@ def exit_code_for(error: BaseException) -> int:
         return EXIT_VERIFY_FAILED
     if isinstance(error, UsageError | InvalidAlias | EngineConfigError | EngineSettingsError):
         return EXIT_USAGE
-    if isinstance(error, EngineUnavailable | EngineManagerError):
-        # The engine cannot be started or reached: not a bug, and not the input's fault.
+    if isinstance(error, EngineUnavailable | EngineManagerError | NodeNotRunning):
+        # The engine (or the running node) cannot be started or reached: not a bug, and
+        # not the input's fault.
         return EXIT_UNAVAILABLE
     if isinstance(
         error,
@@ -92,7 +94,8 @@ def exit_code_for(error: BaseException) -> int:
         | DuplicateAttestation
         | RefLockTimeout
         | InputHistoryDiverged
-        | DatasetInUse,
+        | DatasetInUse
+        | NodeAlreadyRunning,
     ):
         return EXIT_CONFLICT
     if isinstance(error, InputNotReady):

@@ -87,6 +87,7 @@ from libp2p.tools.anyio_service import background_trio_service
 
 from p2p.errors import HostError, HostNotRunning, InvalidGossip, PeerUnavailable, TransferError
 from p2p.identity import load_or_create_identity
+from p2p.listen_ports import check_listen_ports
 from p2p.peers import Offence, PeerScores
 from p2p.pubsub_guard import (
     DEFAULT_GOSSIP_BURST_PER_PEER,
@@ -406,6 +407,8 @@ class P2PHost:
             self._key_pair = (
                 load_or_create_identity(path) if path is not None else create_new_key_pair()
             )
+        # Before libp2p binds with SO_REUSEPORT, which would share a taken port silently.
+        check_listen_ports(self.config.listen_addrs)
         self._loop = asyncio.get_running_loop()
         self._stop_requested = False
         try:
