@@ -50,11 +50,12 @@ import shutil
 import statistics
 import subprocess
 import sys
-import tarfile
 import tempfile
 import time
 from pathlib import Path
 from typing import Any, Final
+
+from gittree import archive
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
@@ -251,18 +252,6 @@ CPU: dict[str, list[float]] = {}
 
 #: The ``git archive`` of ``--baseline-rev`` (None: no A/B), and that revision's name.
 BASELINE: dict[str, Path | str] = {}
-
-
-def _archive(rev: str, dest: Path) -> Path:
-    """Extract ``git archive rev`` of this repository into ``dest / "tree"``."""
-    tar = dest / "tree.tar"
-    with tar.open("wb") as out:
-        subprocess.run(["git", "-C", str(ROOT), "archive", rev], stdout=out, check=True)
-    tree = dest / "tree"
-    with tarfile.open(tar) as t:
-        t.extractall(tree, filter="data")
-    tar.unlink()
-    return tree
 
 
 def _process_env(base: Path) -> dict[str, str]:
@@ -696,7 +685,7 @@ def main() -> None:
     try:
         if args.baseline_rev is not None:
             BASELINE["rev"] = args.baseline_rev
-            BASELINE["tree"] = _archive(args.baseline_rev, base)
+            BASELINE["tree"] = archive(args.baseline_rev, base)
         if "e2e" not in args.skip:
             duckdb_python = _duckdb_python(args.duckdb_python)
             for rows in args.e2e_rows:

@@ -35,10 +35,11 @@ import resource
 import statistics
 import subprocess
 import sys
-import tarfile
 import tempfile
 import time
 from pathlib import Path
+
+from gittree import archive
 
 ROOT = Path(__file__).resolve().parents[2]
 IMPORT = "import fbs.model, fbs.codec"
@@ -67,17 +68,6 @@ def child_env(tree: Path | None, cache: Path) -> dict[str, str]:
     if tree is not None:
         env["PYTHONPATH"] = str(tree)
     return env
-
-
-def archive(rev: str, dest: Path) -> Path:
-    """Extract ``git archive rev`` of this repository into ``dest``."""
-    tar = dest / "tree.tar"
-    with tar.open("wb") as out:
-        subprocess.run(["git", "-C", str(ROOT), "archive", rev], stdout=out, check=True)
-    tree = dest / "tree"
-    with tarfile.open(tar) as t:
-        t.extractall(tree, filter="data")
-    return tree
 
 
 def check_origin(tree: Path, env: dict[str, str]) -> None:
