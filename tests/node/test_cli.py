@@ -268,3 +268,31 @@ def test_console_script_runs(tmp_path: Path) -> None:
     assert r.returncode == EXIT_NOT_FOUND
     assert r.stderr.startswith("odf: error:")
     assert "Traceback" not in r.stderr
+
+
+def test_integrity_checks_physical_hashes_logical_ones_on_request(
+    ws: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``verify --integrity`` is kamu's integrity check: sizes and physical hashes (every
+    disk fault); a slice whose bytes are those the chain names but whose *declared*
+    logical hash is wrong (the publisher's claim) fails ``--logical-hashes`` and a full
+    verify (validators check it too)."""
+    from dataclasses import replace
+
+    from fbs.model import AddData, DatasetKind, DatasetSnapshot
+    from storage.workspace import Workspace
+    from tests.storage.test_dataset import SCHEMA, write_parquet
+
+    store = Workspace.open(ws)
+    store.add_snapshot(DatasetSnapshot(name="claims", kind=DatasetKind.Root, metadata=()))
+    ds = store.get("claims")
+    ds.commit(SCHEMA, expected_head=ds.head())
+    s0, p0 = write_parquet(ws / "p0", 0, 3)
+    wrong = replace(s0, logical_hash=replace(s0.logical_hash, digest=b"\x00" * 32))
+    ds.commit(AddData(new_data=wrong), expected_head=ds.head(), data_file=p0)
+    capsys.readouterr()
+    assert run(ws, "verify", "--integrity", "claims") == EXIT_OK
+    assert run(ws, "verify", "--integrity", "--logical-hashes", "claims") == EXIT_VERIFY_FAILED
+    assert "logical-hash" in capsys.readouterr().out
+    assert run(ws, "verify", "claims") == EXIT_VERIFY_FAILED
+    assert run(ws, "verify", "--logical-hashes", "claims") == EXIT_USAGE

@@ -471,7 +471,8 @@ def test_delete_drops_the_dataset_caches(derivative: Path, tmp_path: Path) -> No
         return [k for k in verified._SEEN if k.startswith(f"{d}{os.sep}")]
 
     assert stamps_under(deriv_dir)
-    assert cli.main(["--workspace", str(project), "verify", "--integrity"]) == 0
+    verify = ["verify", "--integrity", "--logical-hashes"]  # records the slices found sound
+    assert cli.main(["--workspace", str(project), *verify]) == 0
     sound = project / ".odf" / "cache" / SOUND_SLICES_DIR / f"{deriv_dir.name}.json"
     assert sound.is_file()
     # the read caches of `odf sql` (slice list) and `odf log` (block rows)
