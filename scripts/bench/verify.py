@@ -15,7 +15,9 @@ each round so load hits every side alike:
   thread (``workers=1``) and on every core (the default), and warm (each slice read and
   SHA3-hashed; those found sound before are not decoded again);
 * ``odf verify --integrity`` as a whole process, cold and warm, from compiled bytecode
-  (a cache filled by one untimed run first).
+  (a cache filled by one untimed run first). Since session 9 it checks sizes and physical
+  hashes only (kamu's integrity check), so cold and warm do the same work; the logical
+  hashes are the in-process rows' (``--logical-hashes``, a full verify, validators).
 
 and, for reference, what any verify that checks logical hashes must at least do on one
 thread: SHA3 of the files plus SHA3 of their decoded column buffers (the logical hash
