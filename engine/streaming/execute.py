@@ -107,6 +107,8 @@ _NET: Final = "__odf_net"
 #: Most queries whose plan facts (`_plan_facts`) the engine process remembers.
 PLAN_FACTS_CACHE_SIZE: Final = 256
 _RANK: Final = "__odf_rank"
+_AQE_EXCLUDED_RULES: Final = "spark.sql.adaptive.optimizer.excludedRules"
+_AQE_EMPTY_RELATION: Final = "org.apache.spark.sql.execution.adaptive.AQEPropagateEmptyRelation"
 
 
 @dataclass(frozen=True, slots=True)
@@ -193,6 +195,14 @@ def run_stateful(
     live: DataFrame | None = None
     if mode == MODE_CHANGELOG and prev is not None and prev[0].has_output:
         live = session.read.parquet(str(prev[1] / "output"))
+    tight = mode == MODE_CHANGELOG and _tight_nested(final.schema)
+    if live is None and tight:
+        live = _empty_live(session, final, state_dir.parent / "empty-live")
+    if tight:
+        # Adaptive execution would replace a union with an empty side (no retractions
+        # this run) by the other side, and the write would take that side's tighter
+        # nested types (see `_empty_live`): the output schema would follow the data.
+        session.conf.set(_AQE_EXCLUDED_RULES, _AQE_EMPTY_RELATION)
     out, retracted = _changes(
         final, live, mode, sort=parallel, op=request.vocab.operation_type_column
     )
@@ -803,6 +813,43 @@ def _save_inputs(
         if any((state_dir / name).iterdir()):
             inputs[name] = inp.dataset_id.as_multibase()
     return inputs
+
+
+def _tight_nested(schema: StructType) -> bool:
+    """Whether a column of ``schema`` nests a non-nullable element, value or field."""
+    from pyspark.sql.types import ArrayType, MapType, StructType
+
+    def tight(t: Any) -> bool:
+        if isinstance(t, ArrayType):
+            return not t.containsNull or tight(t.elementType)
+        if isinstance(t, MapType):
+            return not t.valueContainsNull or tight(t.keyType) or tight(t.valueType)
+        if isinstance(t, StructType):
+            return any(not f.nullable or tight(f.dataType) for f in t.fields)
+        return False
+
+    return any(tight(f.dataType) for f in schema.fields)
+
+
+def _empty_live(session: SparkSession, final: DataFrame, folder: Path) -> DataFrame:
+    """No live output yet, read from a Parquet file as every later run's live output is
+    (for outputs with `_tight_nested` types only: top-level nullability is left alone).
+
+    Spark reads every nested field from Parquet as nullable, and a union takes the looser
+    type: later runs write array elements and struct fields nullable (their retractions
+    come from the live file), so the first run must too. Its appends alone kept the
+    query's own types (``collect_list``: elements not null), the output schema changed at
+    the second run, and the dataset refused it. (A cast cannot loosen them: the optimizer
+    drops casts that only relax nullability.)
+    """
+    from pyspark.sql import functions as F
+
+    data = [c for c in final.columns if c != _ROW_INDEX]
+    empty = final.where("false").select(
+        *[_col(c) for c in data], F.lit(0).cast("long").alias(OFFSET_COLUMN)
+    )
+    _write_parquet(empty, folder)
+    return session.read.parquet(str(folder))
 
 
 def _save_live(

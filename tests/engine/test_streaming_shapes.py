@@ -166,3 +166,22 @@ def test_window_mode_is_kept_for_windows_over_the_read_event_time(
         engine, tmp_path, "one", {"ev": (EVENTS, _events(4, 3))}, [(None, query)], []
     )
     assert _state_mode(runner.checkpoint) == mode
+
+
+def test_a_changelog_keeps_its_nested_types_from_run_to_run(
+    engine: EngineClient, tmp_path: Path
+) -> None:
+    """Every run of a changelog query writes the same nested types: a ``collect_list`` (its
+    elements not null) once became nullable in the second run, where retractions read back
+    from the live output join the appends, and the dataset refused the changed schema."""
+    query = (
+        "SELECT max(event_time) AS event_time, k, collect_list(v) AS vs, "
+        "named_struct('n', count(*)) AS st FROM ev GROUP BY k"
+    )
+    data = {"ev": (EVENTS, _events(3, 6))}
+    runner, _ = _run_split(engine, tmp_path, "split", data, [(None, query)], [2, 4])
+    assert len(runner.outputs) >= 3
+    types = {
+        (str(t.schema.field("vs").type), str(t.schema.field("st").type)) for t in runner.outputs
+    }
+    assert len(types) == 1, types
