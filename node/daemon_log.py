@@ -2,7 +2,7 @@
 
 ``log_format: text`` gives ``key=value`` lines instead. Every part of the daemon logs
 through `event` on the ``odf.node`` logger, with structured fields; py-libp2p's chatty
-loggers (`NOISY_LOGGERS`) are lowered to WARNING.
+loggers (`NOISY_LOGGERS`) are lowered to WARNING and formatted like the rest.
 """
 
 from __future__ import annotations
@@ -63,6 +63,11 @@ class _TextFormatter(logging.Formatter):
         return line
 
 
+def _quiet_libp2p(record: logging.LogRecord) -> bool:
+    """Whether to emit ``record``: py-libp2p's only from WARNING up."""
+    return record.levelno >= logging.WARNING or not record.name.startswith("libp2p")
+
+
 def setup_logging(level: str = "info", fmt: str = "json", stream: Any = None) -> None:
     """Structured logs on ``stream`` (stderr): ``json`` lines or ``text`` key=value.
 
@@ -70,6 +75,9 @@ def setup_logging(level: str = "info", fmt: str = "json", stream: Any = None) ->
     """
     handler = logging.StreamHandler(stream or sys.stderr)
     handler.setFormatter(_JsonFormatter() if fmt == "json" else _TextFormatter())
+    if level != "debug":
+        # Some py-libp2p modules set their own logger to INFO (auto_connector's chatter).
+        handler.addFilter(_quiet_libp2p)
     root = logging.getLogger()
     for old in list(root.handlers):
         root.removeHandler(old)
@@ -77,6 +85,14 @@ def setup_logging(level: str = "info", fmt: str = "json", stream: Any = None) ->
     root.setLevel(level.upper())
     for name in NOISY_LOGGERS:
         logging.getLogger(name).setLevel(logging.DEBUG if level == "debug" else logging.WARNING)
+    # py-libp2p's import detaches its logger (no handler, propagate off), so its warnings
+    # went to Python's last-resort handler as bare lines in the middle of the JSON log.
+    # Imported first so that its import-time setup cannot undo this later.
+    import libp2p  # noqa: F401
+
+    libp2p_log = logging.getLogger("libp2p")
+    libp2p_log.handlers.clear()
+    libp2p_log.propagate = True
 
 
 def event(level: int, msg: str, **fields: Any) -> None:

@@ -59,3 +59,26 @@ def test_a_node_that_cannot_be_reached_is_unavailable_not_a_bug() -> None:
 
     assert exit_code_for(NodeNotRunning("cannot reach the node")) == EXIT_UNAVAILABLE
     assert exit_code_for(NodeAlreadyRunning("a node already serves")) == EXIT_CONFLICT
+
+
+def test_json_log_holds_only_json_when_libp2p_complains(tmp_path: Path) -> None:
+    # py-libp2p detaches its logger at import: its errors (a bootstrap peer that is
+    # down) were printed as bare lines in the middle of the JSON log.
+    import json
+    import time
+
+    root = tmp_path / "a"
+    root.mkdir()
+    Workspace.init(root)
+    cfg = write_config(tmp_path / "node.yaml")
+    down = "/ip4/127.0.0.1/tcp/1/p2p/12D3KooWAbXQraVCSfmd5dyynaumqdFfBYheRzzCDuyUpowUczjR"
+    with node(root, "--config", str(cfg), "--log-format", "json", "--bootstrap", down) as a:
+        deadline = time.monotonic() + 30
+        while "bootstrap dial failed" not in a.log_path.read_text():
+            assert time.monotonic() < deadline, a.log()
+            time.sleep(0.05)
+        assert a.terminate() == 0
+    lines = [ln for ln in a.log_path.read_text().splitlines() if ln.strip()]
+    records = [json.loads(ln) for ln in lines]  # every line, libp2p's too
+    assert any(r["logger"].startswith("libp2p") and r["level"] == "error" for r in records)
+    assert not any(r["logger"].startswith("libp2p") and r["level"] == "info" for r in records)
