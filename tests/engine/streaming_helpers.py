@@ -10,6 +10,8 @@ be compared with a single run and with a batch reference.
 from __future__ import annotations
 
 import collections
+import json
+import tarfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -216,3 +218,12 @@ def _ms(value: Any) -> int:
     if isinstance(value, int):
         return value
     return int(value.timestamp() * 1000)
+
+
+def state_mode(checkpoint: Path | None) -> str:
+    """The mode a stateful run recorded in its checkpoint's ``state/state.json``."""
+    assert checkpoint is not None
+    with tarfile.open(checkpoint) as tar:
+        member = tar.extractfile("state/state.json")
+        assert member is not None
+        return str(json.load(member)["mode"])

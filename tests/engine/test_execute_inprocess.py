@@ -41,7 +41,13 @@ from fbs.model.engine import TransformRequest
 # OVER queries (changelog mode again), the step re-run and the rewrite's window-after-key
 # test are left out.
 from tests.engine.helpers import make_input, write_input, write_schema
-from tests.engine.streaming_helpers import InputStream, StreamRunner, counter_of, fold
+from tests.engine.streaming_helpers import (
+    InputStream,
+    StreamRunner,
+    counter_of,
+    fold,
+    state_mode,
+)
 from tests.engine.test_streaming import (  # noqa: F401
     EVENTS,
     ORDERS,
@@ -418,18 +424,6 @@ def test_a_split_window_result_is_written_sorted_by_its_columns(
     assert rows == sorted(rows)
 
 
-def _state_mode(checkpoint: Path | None) -> str:
-    """The mode a stateful run recorded in its checkpoint's ``state/state.json``."""
-    import json
-    import tarfile
-
-    assert checkpoint is not None
-    with tarfile.open(checkpoint) as tar:
-        member = tar.extractfile("state/state.json")
-        assert member is not None
-        return str(json.load(member)["mode"])
-
-
 @pytest.mark.parametrize(
     ("time_expr", "mode"),
     [
@@ -453,7 +447,7 @@ def test_window_mode_needs_a_window_over_the_input_event_time(
     runner = StreamRunner(engine, [ev], [(None, query)], tmp_path / "out")
     ev.append([{"event_time": dt.datetime(2020, 1, 1, tzinfo=dt.UTC), "k": "a", "v": 1}])
     runner.run()
-    assert _state_mode(runner.checkpoint) == mode
+    assert state_mode(runner.checkpoint) == mode
 
 
 def test_window_mode_needs_a_single_input(engine: InProcessEngine, tmp_path: Path) -> None:
@@ -471,7 +465,7 @@ def test_window_mode_needs_a_single_input(engine: InProcessEngine, tmp_path: Pat
     a.append([row])
     b.append([row])
     runner.run()
-    assert _state_mode(runner.checkpoint) == "changelog"
+    assert state_mode(runner.checkpoint) == "changelog"
 
 
 def test_window_mode_compares_the_whole_column_name(
@@ -488,7 +482,7 @@ def test_window_mode_compares_the_whole_column_name(
     runner = StreamRunner(engine, [ev], [(None, query)], tmp_path / "out")
     ev.append([{"Xt_X": dt.datetime(2020, 1, 1, tzinfo=dt.UTC), "k": "a"}])
     runner.run()
-    assert _state_mode(runner.checkpoint) == "window"
+    assert state_mode(runner.checkpoint) == "window"
 
 
 def test_no_window_closes_before_a_watermark(engine: InProcessEngine, tmp_path: Path) -> None:

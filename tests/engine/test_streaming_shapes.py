@@ -17,8 +17,6 @@ from __future__ import annotations
 
 import collections
 import datetime as dt
-import json
-import tarfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -26,7 +24,7 @@ from typing import Any
 import pytest
 
 from engine.client import EngineClient
-from tests.engine.streaming_helpers import counter_of, fold
+from tests.engine.streaming_helpers import counter_of, fold, state_mode
 from tests.engine.test_streaming import EVENTS, Row, _events, _run_split
 
 pytestmark = pytest.mark.slow
@@ -125,15 +123,6 @@ def test_full_join_rows_without_event_time_are_emitted(
     assert fold(runner.outputs) == expected
 
 
-def _state_mode(checkpoint: Path | None) -> str:
-    """The mode a stateful run recorded in its checkpoint's ``state/state.json``."""
-    assert checkpoint is not None
-    with tarfile.open(checkpoint) as tar:
-        member = tar.extractfile("state/state.json")
-        assert member is not None
-        return str(json.load(member)["mode"])
-
-
 @pytest.mark.parametrize(
     ("query", "mode"),
     [
@@ -165,7 +154,7 @@ def test_window_mode_is_kept_for_windows_over_the_read_event_time(
     runner, _ = _run_split(
         engine, tmp_path, "one", {"ev": (EVENTS, _events(4, 3))}, [(None, query)], []
     )
-    assert _state_mode(runner.checkpoint) == mode
+    assert state_mode(runner.checkpoint) == mode
 
 
 def test_a_changelog_keeps_its_nested_types_from_run_to_run(
