@@ -88,14 +88,14 @@ class Workspace:
         """Run ``query`` over the datasets as ``odf sql`` does; the result as a Table.
 
         ``engine``: ``"datafusion"`` (embedded, the default) or ``"spark"`` (the
-        workspace's shared Spark engine). See `node.sql`.
+        workspace's shared Spark engine). See `node.sql.query`.
 
         Raises:
             engine.errors.InvalidQuery: the engine refused the query.
         """
         import tempfile
 
-        from node.sql import SQL_ENGINES, run_sql
+        from node.sql.query import SQL_ENGINES, run_sql
 
         if engine not in SQL_ENGINES:
             raise UsageError(f"unknown SQL engine {engine!r} (one of {', '.join(SQL_ENGINES)})")

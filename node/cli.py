@@ -25,7 +25,7 @@ from node.cli_util import (
 )
 from node.error_contract import report_error
 from node.errors import UsageError, VerificationFailed
-from node.output import OUTPUT_FORMATS, render
+from node.render.output import OUTPUT_FORMATS, render
 
 if TYPE_CHECKING:
     from fbs.multiformats import Multihash
@@ -180,7 +180,7 @@ def _decoded_log_rows(
     root: Path, entry: DatasetEntry, limit: int | None
 ) -> list[tuple[Multihash, LogRow]]:
     """`odf log`'s rows from the decoded chain; they are kept for the next log."""
-    from node.describe import event_summary
+    from node.render.events import event_summary
     from storage.catalog import cached_block_rows, open_dataset, write_block_rows
 
     ds = open_dataset(root, entry)
@@ -316,7 +316,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
 def _verify_trust(args: argparse.Namespace) -> int:
     """Accept heads on validators' attestations instead of replaying locally."""
     from fbs.did import DatasetId
-    from node.trust import verify_with_trust
+    from node.validation.trust import verify_with_trust
 
     if args.integrity:
         raise UsageError("--trust and --integrity exclude each other")

@@ -36,9 +36,9 @@ def exit_code_for(error: BaseException) -> int:
     from engine.errors import EngineConfigError, EngineUnavailable, InvalidQuery
     from fbs.errors import FbsError, InvalidDid, InvalidMultiformat
     from node.cli_util import EXIT_CONFLICT, EXIT_UNAVAILABLE
-    from node.daemon_runfile import NodeAlreadyRunning, NodeNotRunning
     from node.errors import DatasetInUse, EngineManagerError, EngineSettingsError
     from node.ingest.errors import IngestError, SourceNotFound, SourceUnreachable
+    from node.runfile import NodeAlreadyRunning, NodeNotRunning
     from p2p.errors import (
         AttestationRejected,
         DuplicateAttestation,

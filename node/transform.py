@@ -834,7 +834,7 @@ def derivative_order(ws: Workspace, ref: str | DatasetId) -> list[DatasetId]:
 
     Root datasets are not included (they are ingested, not transformed), nor are upstream
     replicas: a derivative pulled from another node (it has a pull alias,
-    `node.remote_aliases`) gets its data from there, like a root, never by running its
+    `node.remote.aliases`) gets its data from there, like a root, never by running its
     transform here (its own inputs may not even be in this workspace).
 
     Raises:

@@ -102,7 +102,8 @@ _BASE_FIELDS: Final = frozenset(
         "version",
     }
 )
-# Field names as `node.replay` spells them: ``newData.logicalHash``, ``queryInputs[0].newOffset``.
+# Field names as `node.validation.replay` spells them:
+# ``newData.logicalHash``, ``queryInputs[0].newOffset``.
 _FIELD_RE: Final = re.compile(r"[A-Za-z][A-Za-z0-9_.\[\]]*")
 # No control characters in free text: it ends up in terminals and logs.
 _CONTROL_RE: Final = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")

@@ -61,7 +61,7 @@ class InvalidHeadRecord(P2PError, ValueError):
 class InvalidGossip(P2PError):
     """A gossip message that fails its content check; its forwarder is penalised.
 
-    Raised by a gossip validator (see `p2p.host.P2PHost.subscribe`) to tell a *bad*
+    Raised by a gossip validator (see `p2p.libp2p.host.P2PHost.subscribe`) to tell a *bad*
     message (the forwarder must have skipped validation: penalise it) from one that is
     only not worth forwarding (a stale but valid record: the validator returns ``False``).
     """

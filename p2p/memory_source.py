@@ -1,6 +1,6 @@
 """`MemorySource`: an `ObjectSource` served from memory, honest or with chosen faults.
 
-The socket-free twin of `p2p.libp2p_source.Libp2pSource` and `p2p.http_source.HttpSource`
+The socket-free twin of `p2p.libp2p.source.Libp2pSource` and `p2p.http.source.HttpSource`
 (as dulwich's ``MemoryObjectStore`` is of its disk store): it holds a snapshot of a
 dataset (blocks, data slices, checkpoints) and answers the `ObjectSource` calls the
 way a remote peer would, so `p2p.sync.pull_dataset` can be tested without hosts or

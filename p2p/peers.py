@@ -45,7 +45,7 @@ DEFAULT_DROP_THRESHOLD: Final = -100.0
 #: How long a banned peer is not asked again (seconds).
 DEFAULT_BAN_DURATION_S: Final = 600.0
 #: Gossip messages per second one forwarder may send us (sustained; checked before any
-#: signature, see `p2p.pubsub_guard`). Heads and attestations move rarely; a relay of a
+#: signature, see `p2p.libp2p.pubsub_guard`). Heads and attestations move rarely; a relay of a
 #: busy network's announcements stays below this. Kept above py-libp2p's own per-topic
 #: forwarding limit (10/s, checked *after* validation, so it saves no validation cost).
 DEFAULT_GOSSIP_RATE_PER_PEER: Final = 20.0

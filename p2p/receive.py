@@ -23,7 +23,7 @@ these steps, in this order:
 
 Nothing unverified is ever visible under an object name, and the head never points
 at a block whose objects are missing. The callers (`p2p.sync.pull_dataset`,
-`p2p.http_server`) decide only where the bytes come from and how a refusal is reported.
+`p2p.http.server`) decide only where the bytes come from and how a refusal is reported.
 """
 
 from __future__ import annotations

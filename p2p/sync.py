@@ -1,7 +1,7 @@
 """Verified pull of a dataset from untrusted sources, independent of the transport.
 
 `pull_dataset` replicates a dataset from one or more `ObjectSource` s (HTTP in
-`p2p.http_source`, libp2p in `p2p.libp2p_source`) into a workspace. What it receives
+`p2p.http.source`, libp2p in `p2p.libp2p.source`) into a workspace. What it receives
 goes through `p2p.receive`, the receive path an HTTP push takes too; this module
 decides where the bytes come from:
 

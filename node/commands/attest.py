@@ -4,7 +4,7 @@
 chain: block, validator (``did:key``), verdict, the differing field or the reason, the
 engine used and when; the dataset is marked DISPUTED when some validator found a block
 that does not reproduce. ``--evidence`` adds what is held against the dataset's
-publisher (`node.disputes`): the ``diverged`` attestations per block, with their
+publisher (`node.validation.disputes`): the ``diverged`` attestations per block, with their
 validators, and equivocation evidence (two heads signed for one sequence number).
 
 ``odf validate`` runs the validator once, locally: every data block not yet attested by
@@ -13,7 +13,7 @@ checked (root: objects; derivative: objects and a replay of the block on the eng
 and a signed attestation is stored and printed for each. Exit code 5 when a block
 diverged.
 
-`verify_with_trust` (``odf verify --trust N``) is `node.trust.verify_with_trust`.
+`verify_with_trust` (``odf verify --trust N``) is `node.validation.trust.verify_with_trust`.
 """
 
 from __future__ import annotations
@@ -24,20 +24,20 @@ from typing import TYPE_CHECKING, Any
 from node.cli_util import EXIT_INVALID, EXIT_OK, EXIT_VERIFY_FAILED, err, open_workspace
 
 if TYPE_CHECKING:
-    from node.disputes import PublisherRecord
-    from node.trust import TrustReport, verify_with_trust
+    from node.validation.disputes import PublisherRecord
+    from node.validation.trust import TrustReport, verify_with_trust
     from p2p.attestation import Attestation
 
 __all__ = ["TrustReport", "attestation_row", "register", "verify_with_trust"]
 
 
 def __getattr__(name: str) -> Any:
-    # `TrustReport` and `verify_with_trust` are re-exported lazily: importing node.trust
+    # `TrustReport` and `verify_with_trust` are re-exported lazily: importing node.validation.trust
     # (p2p, the codec) at parser-build time would slow down every `odf` command.
     if name in ("TrustReport", "verify_with_trust"):
-        import node.trust
+        import node.validation.trust
 
-        return getattr(node.trust, name)
+        return getattr(node.validation.trust, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
@@ -64,7 +64,7 @@ def _short_row(row: dict[str, Any]) -> dict[str, Any]:
 def cmd_attestations(args: argparse.Namespace) -> int:
     """List the attestations held for a dataset."""
     from fbs.multiformats import SHA3_256, parse_hash
-    from node.output import render
+    from node.render.output import render
     from p2p.attestation_store import AttestationStore
 
     ws = open_workspace(args)
@@ -78,7 +78,7 @@ def cmd_attestations(args: argparse.Namespace) -> int:
     rows = [attestation_row(a) for a in items]
     record = None
     if args.evidence:
-        from node.disputes import publisher_record
+        from node.validation.disputes import publisher_record
 
         record = publisher_record(ws, entry.id, store=store)
     if args.output_format == "table":
@@ -129,8 +129,8 @@ def _print_evidence(record: PublisherRecord) -> None:
 
 def cmd_validate(args: argparse.Namespace) -> int:
     """Run the validator once on the named datasets."""
-    from node.output import render
-    from node.validator import Validator, load_or_create_validator_key
+    from node.render.output import render
+    from node.validation.validator import Validator, load_or_create_validator_key
     from p2p.attestation import Verdict
     from p2p.errors import IdentityError
 
@@ -175,7 +175,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 def register(sub: Any) -> None:
     """Add ``attestations`` and ``validate`` to the top-level sub-parsers."""
-    from node.output import OUTPUT_FORMATS
+    from node.render.output import OUTPUT_FORMATS
 
     p = sub.add_parser(
         "attestations",

@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 from node.cli_util import EXIT_INVALID, EXIT_NOT_FOUND, EXIT_OK, err, open_workspace
-from node.csv_out import json_default
 from node.errors import UsageError
+from node.render.csv import json_default
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -181,7 +181,7 @@ def _tail(args: argparse.Namespace) -> pa.Table:
 def _write_csv(table: pa.Table, out: Any) -> None:
     import pyarrow.csv as pcsv
 
-    from node.csv_out import csv_ready
+    from node.render.csv import csv_ready
 
     pcsv.write_csv(csv_ready(table), out)
 
@@ -196,7 +196,7 @@ def _write_ndjson(table: pa.Table, out: Any) -> None:
 
 
 def cmd_tail(args: argparse.Namespace) -> int:
-    from node.output import render
+    from node.render.output import render
 
     if args.num_records < 0:
         raise UsageError("-n must be >= 0")
@@ -261,7 +261,7 @@ def _cell(value: Any) -> Any:
 
 def _table_cells(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Rows for the table output: a nested value shown as its JSON text."""
-    from node.csv_out import nested_as_json
+    from node.render.csv import nested_as_json
 
     return [{k: nested_as_json(v) for k, v in row.items()} for row in rows]
 

@@ -2,9 +2,9 @@
 
 - ``odf node run [--config FILE] [--listen ADDR ...] [--http-port P] [--bootstrap ADDR ...]
   [--mdns] [--follow DS|all ...] [--validator] [--engine HOST:PORT] [--refuse-disputed]``:
-  serve the workspace until SIGTERM/Ctrl-C (see `node.daemon`). Command-line values
+  serve the workspace until SIGTERM/Ctrl-C (see `node.daemon.service`). Command-line values
   override the config file. ``--http-allow-host NAME`` accepts NAME in the HTTP ``Host``
-  header (IPs and localhost always are; `node.http_auth`). ``--validator`` checks
+  header (IPs and localhost always are; `node.http.auth`). ``--validator`` checks
   every replicated block (replaying derivative transforms on the engine) and gossips
   signed attestations.
 - ``odf node status`` / ``odf node peers``: ask the running node (found through
@@ -15,7 +15,7 @@
   policy refuses.
 - ``odf node follow DS``: replicate DS as heads are announced: the running node is told
   over HTTP (persisted); without a running node, a foreground node follows DS. Warns
-  when DS is disputed (`node.disputes.disputed_warning`).
+  when DS is disputed (`node.validation.disputes.disputed_warning`).
 - ``odf node unfollow DS``.
 """
 
@@ -38,8 +38,8 @@ from node.cli_util import (
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from node.daemon_config import NodeConfig
-    from node.daemon_runfile import RunInfo
+    from node.daemon.config import NodeConfig
+    from node.runfile import RunInfo
     from storage.workspace import Workspace
 
 __all__ = ["register"]
@@ -51,7 +51,7 @@ API_TIMEOUT_S = 30.0
 def _config(args: argparse.Namespace) -> NodeConfig:
     from pathlib import Path
 
-    from node.daemon_config import NodeConfig, load_config
+    from node.daemon.config import NodeConfig, load_config
 
     base = load_config(Path(args.config)) if args.config else NodeConfig()
     follow = list(base.follow) + [f for f in (args.follow or []) if f not in base.follow]
@@ -75,7 +75,7 @@ def _config(args: argparse.Namespace) -> NodeConfig:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from node.daemon import NodeDaemon, run_daemon
+    from node.daemon.service import NodeDaemon, run_daemon
 
     ws = open_workspace(args)
     config = _config(args)
@@ -98,7 +98,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def _running(root: Path) -> RunInfo | None:
     """The node running for the workspace ``root`` (its ``.odf`` directory), if any."""
-    from node.daemon_runfile import run_info_at
+    from node.runfile import run_info_at
 
     return run_info_at(root)
 
@@ -110,11 +110,11 @@ def _api(
     body: dict[str, Any] | None = None,
     method: str = "GET",
 ) -> Any:
-    """Call the workspace's running node (with its bearer token, `node.http_auth`)."""
+    """Call the workspace's running node (with its bearer token, `node.http.auth`)."""
     import urllib.error
     import urllib.request
 
-    from node.http_auth import bearer_headers, read_token
+    from node.http.auth import bearer_headers, read_token
 
     data = json.dumps(body).encode() if body is not None else None
     headers = bearer_headers(read_token(root))
@@ -133,7 +133,7 @@ def _api(
 
         raise UsageError(f"node refused: {message}") from None
     except (urllib.error.URLError, OSError) as e:
-        from node.daemon_runfile import NodeNotRunning
+        from node.runfile import NodeNotRunning
 
         raise NodeNotRunning(f"cannot reach the node at {info.http_url}: {e}") from None
 
@@ -235,7 +235,7 @@ def cmd_peers(args: argparse.Namespace) -> int:
 
 
 def _warn_disputed(ws: Workspace, ref: str) -> None:
-    from node.disputes import disputed_warning
+    from node.validation.disputes import disputed_warning
 
     warning = disputed_warning(ws, ref)
     if warning is not None:
@@ -255,8 +255,8 @@ def cmd_follow(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     from pathlib import Path
 
-    from node.daemon import run_daemon
-    from node.daemon_config import NodeConfig, load_config
+    from node.daemon.config import NodeConfig, load_config
+    from node.daemon.service import run_daemon
 
     base = load_config(Path(args.config)) if args.config else NodeConfig()
     config = base.with_overrides(
@@ -292,7 +292,7 @@ def register(sub: Any) -> None:
 
     r = nsub.add_parser("run", help="serve the workspace to the network until stopped")
     r.set_defaults(func=cmd_run)
-    r.add_argument("--config", metavar="FILE", help="YAML config file (see node.daemon_config)")
+    r.add_argument("--config", metavar="FILE", help="YAML config file (see node.daemon.config)")
     r.add_argument(
         "--listen", action="append", metavar="MULTIADDR", help="libp2p listen address (repeat)"
     )

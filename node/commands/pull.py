@@ -156,7 +156,7 @@ def _pull_replica(args: argparse.Namespace, ws: Workspace, ref: str) -> int | No
     transform here would fork its history from the publisher's.
     """
     from node.commands import remote
-    from node.remote_aliases import remembered_remote
+    from node.remote.aliases import remembered_remote
 
     url = remembered_remote(ws, ref, "pull")
     if url is None:
@@ -182,7 +182,7 @@ def _pull_replica(args: argparse.Namespace, ws: Workspace, ref: str) -> int | No
 
 def _warn_if_disputed(ws: Workspace, ref: str) -> None:
     """Warn (never fail) when validators found the dataset's data does not reproduce."""
-    from node.disputes import disputed_warning
+    from node.validation.disputes import disputed_warning
 
     warning = disputed_warning(ws, ref)
     if warning:
@@ -200,8 +200,8 @@ def _pull_network(args: argparse.Namespace, ws: Workspace, ref: str) -> int:
     import asyncio
 
     from node.cli_util import EXIT_NOT_FOUND
-    from node.daemon_runfile import NodeNotRunning
-    from node.remote_resolve import resolve_remote
+    from node.remote.resolve import resolve_remote
+    from node.runfile import NodeNotRunning
     from p2p.sync import pull_dataset
 
     def progress(message: str) -> None:
@@ -238,7 +238,7 @@ def _signed_name(ws: Workspace, record: HeadRecord | None) -> str | None:
     """The publisher's signed name for a new clone, if the record has one and it is free."""
     if record is None:
         return None
-    from node.replica_names import replica_alias
+    from node.remote.replica_names import replica_alias
 
     return replica_alias(ws, record.dataset_id, record.name)
 

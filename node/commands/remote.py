@@ -14,7 +14,7 @@ pushes the way ``kamu push`` does (the node creates ``NAME`` from the Seed if it
 URL without a dataset path pushes to ``--as`` or the local alias). Plain ``http(s)://`` URLs
 keep the simple protocol (and odf-node's signed-head push).
 
-``odf push`` writes to the node, so it needs the node's bearer token (`node.http_auth`):
+``odf push`` writes to the node, so it needs the node's bearer token (`node.http.auth`):
 ``--token T``, ``--token-file FILE`` or ``$ODF_NODE_TOKEN``; pushing to the workspace's
 own running node uses ``.odf/p2p/http-token`` automatically. A refused token exits 2.
 
@@ -41,7 +41,7 @@ from node.cli_util import (
     err,
     open_workspace,
 )
-from node.remote_resolve import default_alias_for_url
+from node.remote.resolve import default_alias_for_url
 
 __all__ = ["default_alias_for_url", "is_own_node", "push_token", "register"]
 
@@ -103,7 +103,7 @@ def cmd_fetch(args: argparse.Namespace) -> int:
     async def run() -> Any:
         import aiohttp
 
-        from p2p.http_source import HttpSource
+        from p2p.http.source import HttpSource
         from p2p.smart_transfer.client import SmartSource, is_smart_url
         from p2p.sync import pull_dataset
 
@@ -133,7 +133,7 @@ def cmd_fetch(args: argparse.Namespace) -> int:
 
     result = asyncio.run(run())
     if not getattr(args, "no_alias", False):
-        from node.remote_aliases import remember_remote
+        from node.remote.aliases import remember_remote
 
         remember_remote(ws, str(result.dataset_id), args.url, "pull")
     report_sync(result)
@@ -176,9 +176,9 @@ def push_token(args: argparse.Namespace, ws: Any) -> str | None:
     import os
     from pathlib import Path
 
-    from node.daemon_runfile import read_run_info
     from node.errors import UsageError
-    from node.http_auth import TOKEN_ENV, read_token, read_token_file
+    from node.http.auth import TOKEN_ENV, read_token, read_token_file
+    from node.runfile import read_run_info
 
     if args.token:
         return str(args.token)
@@ -200,12 +200,12 @@ def push_token(args: argparse.Namespace, ws: Any) -> str | None:
 def cmd_push(args: argparse.Namespace) -> int:
     import asyncio
 
-    from node.http_auth import bearer_headers
-    from p2p.http_source import Unauthorized
+    from node.http.auth import bearer_headers
+    from p2p.http.source import Unauthorized
 
     ws = open_workspace(args)
     if args.to is None:
-        from node.remote_aliases import remembered_remote
+        from node.remote.aliases import remembered_remote
 
         args.to = remembered_remote(ws, args.dataset, "push")
         if args.to is None:
@@ -225,7 +225,7 @@ def cmd_push(args: argparse.Namespace) -> int:
     async def run() -> Any:
         import aiohttp
 
-        from p2p.http_source import push_dataset
+        from p2p.http.source import push_dataset
         from p2p.smart_transfer.client import smart_push
 
         async with aiohttp.ClientSession() as session:
@@ -250,7 +250,7 @@ def cmd_push(args: argparse.Namespace) -> int:
         return EXIT_USAGE
 
     if not args.no_alias:
-        from node.remote_aliases import remember_remote
+        from node.remote.aliases import remember_remote
 
         remember_remote(ws, args.dataset, destination, "push")
     if result.blocks_pushed == 0:

@@ -79,8 +79,8 @@ def cmd_engine_stop(args: argparse.Namespace) -> int:
 
 
 def cmd_sql(args: argparse.Namespace) -> int:
-    """Run a SQL query over the workspace's datasets (`node.sql_command`)."""
-    from node.sql_command import cmd_sql as run
+    """Run a SQL query over the workspace's datasets (`node.sql.command`)."""
+    from node.sql.command import cmd_sql as run
 
     return run(args)
 
@@ -104,7 +104,7 @@ def pull_result_rows(result: Any) -> list[dict[str, Any]]:
 
 def cmd_pull_derivative(args: argparse.Namespace) -> int:
     """Pull derivative datasets: ``args.dataset`` (aliases), ``args.recursive``."""
-    from node.output import render
+    from node.render.output import render
     from node.transform import pull_derivative
 
     ws = open_workspace(args)
@@ -125,7 +125,7 @@ def cmd_pull_derivative(args: argparse.Namespace) -> int:
 
 
 def replay_report_rows(report: Any) -> list[dict[str, Any]]:
-    """Plain rows of a `node.replay.ReplayReport` (upstream first)."""
+    """Plain rows of a `node.validation.replay.ReplayReport` (upstream first)."""
     rows = []
     for r in (*report.upstream, report):
         first = r.integrity.first_bad_block
@@ -150,8 +150,8 @@ def replay_report_rows(report: Any) -> list[dict[str, Any]]:
 
 def cmd_verify_replay(args: argparse.Namespace) -> int:
     """Full verification (integrity + replay) of ``args.dataset`` (list; empty = all)."""
-    from node.output import render
-    from node.replay import verify_replay
+    from node.render.output import render
+    from node.validation.replay import verify_replay
 
     ws = open_workspace(args)
     refs = args.dataset or [e.alias for e in ws.list()]
@@ -215,7 +215,7 @@ def register(sub: Any) -> None:
     p.add_argument("--output-path", metavar="PATH", help="write the result to PATH")
     p.add_argument(
         "--engine",
-        choices=("datafusion", "spark"),  # node.sql.SQL_ENGINES (not imported at start-up)
+        choices=("datafusion", "spark"),  # node.sql.query.SQL_ENGINES (not imported at start-up)
         default="datafusion",
         help="embedded DataFusion (default) or the shared Spark engine",
     )

@@ -40,7 +40,7 @@ from p2p.errors import (
     TransferTimeout,
     first_error,
 )
-from p2p.http_source import DEFAULT_READ_TIMEOUT_S, HttpSource, Unauthorized
+from p2p.http.source import DEFAULT_READ_TIMEOUT_S, HttpSource, Unauthorized
 from p2p.receive import ObjectJob, ObjectKind
 from p2p.smart_transfer.messages import (
     COMPLETE,

@@ -1,10 +1,10 @@
 """Smart Transfer Protocol v1, server side: ``GET pull`` and ``GET push`` WebSockets.
 
 Both routes live under a dataset base path next to the simple protocol's
-(`p2p.http_server.TRANSFER_ROUTES`; `SMART_ROUTES` lists them) and answer 400 before
+(`p2p.http.server.TRANSFER_ROUTES`; `SMART_ROUTES` lists them) and answer 400 before
 the upgrade to a request without ``x-odf-smtp-version: 1``. Pull is read-only and open
 like the simple protocol; push changes state, so the node's access checks want its
-bearer token before the upgrade (`node.http_auth`), as for ``PUT`` and ``POST push``.
+bearer token before the upgrade (`node.http.auth`), as for ``PUT`` and ``POST push``.
 
 Pull serves the requested interval of the chain as one gzip-tar batch and objects as
 ``HttpDownload`` URLs of this node's own ``data/`` and ``checkpoints/`` routes. The plan
@@ -39,7 +39,7 @@ from fbs.errors import FbsError, InvalidName, MalformedBlock
 from fbs.model import Seed
 from fbs.multiformats import Multihash
 from p2p.errors import PeerMisbehaved
-from p2p.http_server import (
+from p2p.http.server import (
     SERVER,
     HttpError,
     Route,

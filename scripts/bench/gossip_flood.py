@@ -39,9 +39,9 @@ sys.path.insert(0, str(_HERE.parents[1]))
 from fbs.keys import KeyPair  # noqa: E402
 from fbs.multiformats import Multihash  # noqa: E402
 from fbs.timestamp import Timestamp  # noqa: E402
-from p2p.gossip import HeadGossip  # noqa: E402
 from p2p.head_record import HeadRecord, sign_head  # noqa: E402
-from p2p.host import P2PHost  # noqa: E402
+from p2p.libp2p.gossip import HeadGossip  # noqa: E402
+from p2p.libp2p.host import P2PHost  # noqa: E402
 from tests.p2p.hostile import FloodResult, flood  # noqa: E402
 
 TOPIC = "/odf/heads/bench-flood"

@@ -4,7 +4,7 @@ Usage: .venv/bin/python scripts/bench/replay.py [--rounds 5] [--rows 20000] [--m
 
 Builds a root dataset of ``--rounds`` AddData slices of ``--rows`` rows each and a
 map/filter derivative pulled once per round (timing each pull: plan + engine + hashing +
-commit), then times `node.replay.verify_replay` of the derivative (integrity checks plus
+commit), then times `node.validation.replay.verify_replay` of the derivative (integrity checks plus
 one engine run per ExecuteTransform). Prints the per-transform times and the ratio
 replay / original (both sides run the same number of engine calls on the same engine,
 so the ratio is about the coordinator's overhead: integrity hashing vs committing).
@@ -40,8 +40,8 @@ from fbs.model import (
     TransformInput,
     TransformSql,
 )
-from node.replay import verify_replay
 from node.transform import pull_derivative
+from node.validation.replay import verify_replay
 from storage.hashing import logical_hash_parquet, physical_hash_file
 from storage.workspace import Workspace
 

@@ -6,13 +6,13 @@ Usage: .venv/bin/python scripts/bench/smart_transfer.py [--blocks 2000] [--slice
 A source workspace gets one dataset of ``--blocks`` blocks (Seed, schema, ``--slices``
 AddData blocks with a data slice of ``--slice-kb`` KB of random bytes each, the rest
 watermark-only AddData blocks, spread between them). A node serving it
-(`node.http_api`) runs in a *separate process* on 127.0.0.1. Each pull is a verified
+(`node.http.api`) runs in a *separate process* on 127.0.0.1. Each pull is a verified
 clone into a fresh workspace (`p2p.sync.pull_dataset`: hash before parse, chain rules,
 objects quarantined, hashed, fsynced, adopted, one head move), through:
 
 - **simple**: the ODF Simple Transfer Protocol as kamu's client speaks it, one
   ``GET blocks/{hash}`` per block, then ``GET data/{hash}`` per object
-  (`p2p.http_source.HttpSource` with the batched endpoint switched off);
+  (`p2p.http.source.HttpSource` with the batched endpoint switched off);
 - **simple+batch**: the same with odf-node's batched-blocks extension
   (``GET blocks?head=…``; a kamu server does not have it);
 - **smart**: ``odf+http://…`` (`p2p.smart_transfer.client.SmartSource`): one WebSocket
@@ -77,7 +77,7 @@ from fbs.model import (  # noqa: E402
 )
 from fbs.multiformats import Multihash  # noqa: E402
 from fbs.timestamp import Timestamp  # noqa: E402
-from p2p.http_source import HttpSource  # noqa: E402
+from p2p.http.source import HttpSource  # noqa: E402
 from p2p.smart_transfer.client import SmartSource  # noqa: E402
 from p2p.sync import DEFAULT_OBJECTS_PER_SOURCE, ObjectSource, pull_dataset  # noqa: E402
 from storage.dataset import PendingEvent  # noqa: E402
@@ -87,7 +87,7 @@ SERVER = """
 import asyncio, sys
 sys.path.insert(0, {root!r})
 from aiohttp import web
-from node.http_api import HttpApiConfig, create_app
+from node.http.api import HttpApiConfig, create_app
 from storage.workspace import Workspace
 
 @web.middleware

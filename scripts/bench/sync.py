@@ -11,7 +11,7 @@ cores away from the parallel parts (hashing threads, the peers' processes).
 
 1. **sha3**: SHA3-256 of the dataset's object bytes in memory (every received byte must
    be hashed: the ceiling of a verified pull).
-2. **HTTP pull**: `p2p.sync.pull_dataset` over `p2p.http_source.HttpSource` from an
+2. **HTTP pull**: `p2p.sync.pull_dataset` over `p2p.http.source.HttpSource` from an
    ``odf node run`` subprocess (clone into a fresh workspace, everything verified,
    fsync'd, renamed into place); from 1 node and from 3 nodes holding the dataset.
    Target: HTTP >= 0.6 of sha3.
@@ -21,7 +21,7 @@ cores away from the parallel parts (hashing threads, the peers' processes).
    stream of the same bytes (no framing, hashing or files) and the verified libp2p pull
    of the dataset from an in-process `ExchangeServer`. Target: >= 0.8. The bare stream
    is measured twice: with 1 MiB writes (the usual baseline) and with writes of
-   `p2p.exchange.STREAM_WRITE_BYTES` (one yamux frame per noise message, as the
+   `p2p.libp2p.exchange.STREAM_WRITE_BYTES` (one yamux frame per noise message, as the
    exchange server writes); the pull is compared with both.
 5. **propagation**: ``--nodes`` node subprocesses in a binary tree, every one following
    all; the owner commits a new slice (``--slice-mb``); time until every node heard
@@ -57,11 +57,11 @@ import aiohttp  # noqa: E402
 from libp2p.network.stream.exceptions import StreamEOF  # noqa: E402
 
 from fbs.did import DatasetId  # noqa: E402
-from node.daemon import RunInfo, read_run_info  # noqa: E402
-from p2p.exchange import STREAM_WRITE_BYTES, ExchangeClient, ExchangeServer  # noqa: E402
-from p2p.host import P2PHost  # noqa: E402
-from p2p.http_source import HttpSource, dataset_base_url  # noqa: E402
-from p2p.libp2p_source import Libp2pSource  # noqa: E402
+from node.daemon.service import RunInfo, read_run_info  # noqa: E402
+from p2p.http.source import HttpSource, dataset_base_url  # noqa: E402
+from p2p.libp2p.exchange import STREAM_WRITE_BYTES, ExchangeClient, ExchangeServer  # noqa: E402
+from p2p.libp2p.host import P2PHost  # noqa: E402
+from p2p.libp2p.source import Libp2pSource  # noqa: E402
 from p2p.sync import ObjectSource, pull_dataset  # noqa: E402
 from storage.workspace import Workspace  # noqa: E402
 from tests.p2p.sync_helpers import add_slices, make_dataset  # noqa: E402

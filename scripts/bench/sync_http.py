@@ -4,9 +4,9 @@ Usage: .venv/bin/python scripts/bench/sync_http.py [--mb 200] [--slice-mb 16] [-
 
 A source workspace gets one dataset with ``--mb`` MB of data in AddData slices of
 ``--slice-mb`` MB (random bytes: the chain checks sizes and physical hashes, not
-Parquet content). A node serving it (`node.http_api`) runs in a *separate process*,
+Parquet content). A node serving it (`node.http.api`) runs in a *separate process*,
 as a real peer would, on 127.0.0.1. The pull (`p2p.sync.pull_dataset` through
-`p2p.http_source.HttpSource`: batched blocks, hash-before-parse, chain validation,
+`p2p.http.source.HttpSource`: batched blocks, hash-before-parse, chain validation,
 objects streamed to quarantine files, hashed while received, fsynced, renamed) goes
 into a fresh workspace each run.
 
@@ -37,7 +37,7 @@ import aiohttp  # noqa: E402
 
 from fbs.model import AddData, DataSlice, OffsetInterval, SetDataSchema  # noqa: E402
 from fbs.multiformats import ARROW0_SHA3_256, Multihash  # noqa: E402
-from p2p.http_source import HttpSource, dataset_base_url  # noqa: E402
+from p2p.http.source import HttpSource, dataset_base_url  # noqa: E402
 from p2p.sync import pull_dataset  # noqa: E402
 from storage.workspace import Workspace  # noqa: E402
 
@@ -47,7 +47,7 @@ SERVER = """
 import asyncio, sys
 sys.path.insert(0, {root!r})
 from aiohttp import web
-from node.http_api import create_app
+from node.http.api import create_app
 from storage.workspace import Workspace
 
 async def main():

@@ -40,8 +40,8 @@ sys.path.insert(0, str(_HERE.parents[1]))
 from libp2p.network.stream.exceptions import StreamEOF  # noqa: E402
 
 from fbs.multiformats import Multihash  # noqa: E402
-from p2p.exchange import ExchangeClient, ExchangeServer  # noqa: E402
-from p2p.host import P2PHost  # noqa: E402
+from p2p.libp2p.exchange import ExchangeClient, ExchangeServer  # noqa: E402
+from p2p.libp2p.host import P2PHost  # noqa: E402
 from storage.workspace import Workspace  # noqa: E402
 
 BARE = "/odf/bench-bare/1.0.0"

@@ -5,7 +5,7 @@ Usage: .venv/bin/python scripts/bench/validate.py [--rounds 5] [--rows 20000]
 
 Builds a root dataset of ``--rounds`` slices of ``--rows`` rows and a map/filter
 derivative pulled once per round (timed: plan + engine + hashing + commit). Then
-``--validators`` validator keys each run `node.validator.Validator.validate` on the
+``--validators`` validator keys each run `node.validation.validator.Validator.validate` on the
 derivative (per block: object checks incl. the logical hash, one engine replay, one
 signature and a durable store write) and on the root (object checks only). Prints
 input records/s of the original pulls and of each validator run, and the ratio.
@@ -58,10 +58,10 @@ from fbs.model import (  # noqa: E402
     TransformSql,
 )
 from fbs.multiformats import Multihash  # noqa: E402
-from node.daemon import NodeDaemon  # noqa: E402
-from node.daemon_config import NodeConfig  # noqa: E402
+from node.daemon.config import NodeConfig  # noqa: E402
+from node.daemon.service import NodeDaemon  # noqa: E402
 from node.transform import pull_derivative  # noqa: E402
-from node.validator import Validator  # noqa: E402
+from node.validation.validator import Validator  # noqa: E402
 from p2p.attestation import Verdict  # noqa: E402
 from p2p.attestation_store import AttestationStore  # noqa: E402
 from storage.errors import DatasetNotFound  # noqa: E402

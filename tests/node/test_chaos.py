@@ -31,10 +31,10 @@ from fbs.did import DatasetId
 from fbs.keys import KeyPair
 from fbs.multiformats import Multihash
 from fbs.timestamp import Timestamp
-from p2p.exchange import EXCHANGE_PROTOCOL
-from p2p.gossip import HEADS_TOPIC
 from p2p.head_record import HeadRecord
-from p2p.host import GOSSIPSUB_PROTOCOLS, P2PHost
+from p2p.libp2p.exchange import EXCHANGE_PROTOCOL
+from p2p.libp2p.gossip import HEADS_TOPIC
+from p2p.libp2p.host import GOSSIPSUB_PROTOCOLS, P2PHost
 from storage.workspace import Workspace
 from tests.node.test_daemon_process import Node, head_of, wait_until, write_config
 from tests.p2p.hostile import flood

@@ -129,7 +129,7 @@ def test_a_metadata_command_imports_no_command_module() -> None:
     code = (
         "import sys; from node.cli import build_parser; build_parser('list'); "
         "print(sorted(m for m in sys.modules if m.startswith('node.commands.') "
-        "or m == 'node.remote_resolve'))"
+        "or m == 'node.remote.resolve'))"
     )
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert r.stdout.strip() == "[]", r.stderr

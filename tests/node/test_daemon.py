@@ -10,7 +10,8 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from node.daemon import (
+from node.daemon.config import NodeConfig, load_config, parse_config
+from node.daemon.service import (
     RUN_FILE,
     NodeAlreadyRunning,
     NodeDaemon,
@@ -19,9 +20,8 @@ from node.daemon import (
     read_run_info,
     resolve_remote,
 )
-from node.daemon_config import NodeConfig, load_config, parse_config
 from node.errors import UsageError
-from node.http_auth import bearer_headers, read_token, token_path
+from node.http.auth import bearer_headers, read_token, token_path
 from p2p.sync import pull_dataset
 from storage.verify import verify_integrity
 from tests.p2p.sync_helpers import make_dataset, new_workspace

@@ -1,4 +1,4 @@
-"""`node.daemon_attest.AttestationService`: gossiped attestations of datasets not held yet.
+"""`node.daemon.attest.AttestationService`: gossiped attestations of datasets not held yet.
 
 Gossip delivers an attestation once (by digest). One that arrives before the dataset's
 first pull is kept in memory and offered again when the chain grows. The race pinned
@@ -17,14 +17,14 @@ import pytest
 from fbs.did import DatasetId
 from fbs.keys import KeyPair
 from fbs.model import AddData, DatasetKind, DatasetSnapshot
-from node.daemon_attest import AttestationService
-from node.daemon_config import NodeConfig
+from node.daemon.attest import AttestationService
+from node.daemon.config import NodeConfig
 from node.worker_threads import WorkerThreads
 from p2p.attestation import Attestation, Verdict, sign_attestation
 from p2p.attestation_store import AcceptResult, AttestationStore, ChainView, WorkspaceChains
 from p2p.errors import UnknownAttestedDataset
 from p2p.head_store import P2P_DIR, HeadStore
-from p2p.host import P2PHost
+from p2p.libp2p.host import P2PHost
 from storage.workspace import Workspace
 from tests.node.conftest import RootWriter
 

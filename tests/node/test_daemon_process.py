@@ -23,7 +23,7 @@ import pytest
 
 from fbs.did import DatasetId
 from fbs.multiformats import Multihash
-from node.daemon import RUN_FILE, RunInfo, read_run_info
+from node.daemon.service import RUN_FILE, RunInfo, read_run_info
 from storage.errors import DatasetNotFound
 from storage.fsutil import is_pending_name
 from storage.verify import verify_integrity

@@ -17,14 +17,14 @@ import pytest
 from fbs.keys import KeyPair
 from fbs.multiformats import Multihash
 from fbs.timestamp import Timestamp
-from node.daemon_config import NodeConfig
-from node.daemon_follow import FollowList
-from node.daemon_pulls import MAX_RETRY_DELAY_S, PeerView, PullScheduler, retry_delay
+from node.daemon.config import NodeConfig
+from node.daemon.follow import FollowList
+from node.daemon.pulls import MAX_RETRY_DELAY_S, PeerView, PullScheduler, retry_delay
 from node.worker_threads import WorkerThreads
 from p2p.errors import PeerUnavailable, RemoteError
 from p2p.head_record import HeadRecord, sign_head
 from p2p.head_store import HeadStore
-from p2p.host import P2PHost
+from p2p.libp2p.host import P2PHost
 from p2p.peers import PeerScores
 from p2p.sync import PullResult
 from storage.workspace import Workspace

@@ -20,12 +20,17 @@ from fbs.multiformats import Multihash
 from fbs.timestamp import Timestamp
 from node.cli import main
 from node.cli_util import EXIT_OK
-from node.daemon import NodeDaemon
-from node.daemon_config import NodeConfig, parse_config
-from node.disputes import DisputePolicy, disputed_warning, publisher_record, refusal_reason
+from node.daemon.config import NodeConfig, parse_config
+from node.daemon.service import NodeDaemon
 from node.errors import UsageError
-from node.http_auth import bearer_headers, read_token
-from node.validator import load_or_create_validator_key
+from node.http.auth import bearer_headers, read_token
+from node.validation.disputes import (
+    DisputePolicy,
+    disputed_warning,
+    publisher_record,
+    refusal_reason,
+)
+from node.validation.validator import load_or_create_validator_key
 from p2p.attestation import Attestation, Verdict, sign_attestation
 from p2p.attestation_store import AttestationStore
 from p2p.head_record import sign_head
@@ -284,7 +289,7 @@ def test_attestations_evidence_flag(tmp_path: Path, capsys: pytest.CaptureFixtur
     out = capsys.readouterr().out
     assert "DISPUTED" in out and "Divergence: block #" in out
     # `odf sql` warns about disputed datasets its query reads (before running it).
-    from node.sql_command import warn_disputed
+    from node.sql.command import warn_disputed
 
     warn_disputed(ws.root, "SELECT * FROM d")
     assert "is DISPUTED" in capsys.readouterr().err

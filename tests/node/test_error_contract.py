@@ -419,7 +419,7 @@ class _NoEngine:
 
 def test_replay_reads_the_previous_checkpoint_verified(derivative: Path, tmp_path: Path) -> None:
     """Damage after the integrity pass (or between blocks) still never reaches the engine."""
-    from node.replay import replay_transform_block
+    from node.validation.replay import replay_transform_block
 
     project = tmp_path / "project"
     shutil.copytree(derivative, project, symlinks=True)

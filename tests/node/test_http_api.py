@@ -13,11 +13,11 @@ import pytest
 
 from fbs.keys import KeyPair
 from fbs.multiformats import Multihash
-from node.http_api import HttpApiConfig
-from node.http_auth import bearer_headers, load_or_create_token
+from node.http.api import HttpApiConfig
+from node.http.auth import bearer_headers, load_or_create_token
 from p2p.head_record import HeadRecord, sign_head
 from p2p.head_store import HeadStore
-from p2p.http_source import BLOCK_FRAMES_MEDIA_TYPE, encode_frame, push_dataset
+from p2p.http.source import BLOCK_FRAMES_MEDIA_TYPE, encode_frame, push_dataset
 from storage.verify import verify_integrity
 from storage.workspace import Workspace
 from tests.p2p.sync_helpers import (
@@ -278,7 +278,7 @@ def test_ingest_refused_for_replicas(tmp_path: Path, ws: Workspace) -> None:
     did = ws.resolve("prices").id
 
     async def main() -> None:
-        from p2p.http_source import HttpSource, dataset_base_url
+        from p2p.http.source import HttpSource, dataset_base_url
         from p2p.sync import pull_dataset
 
         async with serve_workspace(ws) as url, aiohttp.ClientSession() as s:

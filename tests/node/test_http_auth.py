@@ -1,7 +1,7 @@
 """No write without authority (issue 13.7): the HTTP API's token, Origin and Host checks.
 
-Against the real daemon (`node.daemon.NodeDaemon`, HTTP on 127.0.0.1, port 0) serving a
-workspace with the demo's push-source dataset, and the real `node.http_api` app. Every
+Against the real daemon (`node.daemon.service.NodeDaemon`, HTTP on 127.0.0.1, port 0) serving a
+workspace with the demo's push-source dataset, and the real `node.http.api` app. Every
 refusal is checked to leave the dataset folder byte-for-byte unchanged.
 """
 
@@ -19,10 +19,10 @@ import pytest
 
 from node.cli import main
 from node.cli_util import EXIT_OK, EXIT_USAGE
-from node.daemon import NodeDaemon
-from node.daemon_config import NodeConfig, parse_config
-from node.http_api import HttpApiConfig, create_app
-from node.http_auth import (
+from node.daemon.config import NodeConfig, parse_config
+from node.daemon.service import NodeDaemon
+from node.http.api import HttpApiConfig, create_app
+from node.http.auth import (
     TOKEN_ENV,
     AccessPolicy,
     TokenFileError,

@@ -54,8 +54,8 @@ def test_a_node_that_cannot_be_reached_is_unavailable_not_a_bug() -> None:
     # `odf node status|peers|follow` on a hung node (SIGSTOP: the HTTP call times out
     # after `API_TIMEOUT_S`) raised NodeNotRunning, which exited 1 (a bug) before.
     from node.cli_util import EXIT_UNAVAILABLE
-    from node.daemon_runfile import NodeAlreadyRunning, NodeNotRunning
     from node.error_contract import exit_code_for
+    from node.runfile import NodeAlreadyRunning, NodeNotRunning
 
     assert exit_code_for(NodeNotRunning("cannot reach the node")) == EXIT_UNAVAILABLE
     assert exit_code_for(NodeAlreadyRunning("a node already serves")) == EXIT_CONFLICT

@@ -1,4 +1,4 @@
-"""`node.output`: tables drawn without rich are the ones rich draws (issue 15.1/15.2)."""
+"""`node.render.output`: tables drawn without rich are the ones rich draws (issue 15.1/15.2)."""
 
 from __future__ import annotations
 
@@ -11,13 +11,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from node.output import TABLE_WIDTH, plain_table, render
+from node.render.output import TABLE_WIDTH, plain_table, render
 
 
 def rich_table(
     columns: Sequence[str], cells: Sequence[Sequence[str]], *, terminal: bool = False
 ) -> str:
-    """What `node.output` drew with rich for every table before the plain path (on a
+    """What `node.render.output` drew with rich for every table before the plain path (on a
     colour terminal with ``terminal``)."""
     from rich.console import Console
     from rich.table import Table

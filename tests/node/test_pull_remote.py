@@ -17,8 +17,8 @@ import pytest
 from fbs.did import DatasetId
 from node.cli import main as odf
 from node.cli_util import EXIT_NOT_FOUND, EXIT_OK, EXIT_USAGE
-from node.daemon import NodeDaemon
-from node.daemon_config import NodeConfig
+from node.daemon.config import NodeConfig
+from node.daemon.service import NodeDaemon
 from p2p.head_store import HeadStore
 from storage.verify import verify_integrity
 from storage.workspace import Workspace

@@ -21,7 +21,7 @@ from fbs.manifest.dataset_config import (
 )
 from node.cli import main as odf
 from node.cli_util import EXIT_OK, EXIT_USAGE
-from node.http_auth import TOKEN_ENV, token_path
+from node.http.auth import TOKEN_ENV, token_path
 from storage.errors import InvalidDatasetConfig
 from storage.layout import MAX_CONFIG_FILE_SIZE, DatasetLayout
 from storage.workspace import Workspace

@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from engine.client import EngineClient
-from node.replay import verify_replay
 from node.transform import (
     pull_derivative,
 )
+from node.validation.replay import verify_replay
 from storage.verify import verify_integrity
 from storage.workspace import Workspace
 from tests.node.conftest import RootWriter, add_derivative, commit_forged

@@ -6,7 +6,7 @@ import asyncio
 from pathlib import Path
 
 from fbs.keys import KeyPair
-from node.replica_names import SUFFIX_DIGITS, replica_alias
+from node.remote.replica_names import SUFFIX_DIGITS, replica_alias
 from p2p.head_store import HeadStore
 from p2p.sync import pull_dataset
 from storage.workspace import Workspace
@@ -41,7 +41,7 @@ def test_an_existing_replica_keeps_its_name(tmp_path: Path) -> None:
 
 
 def test_a_pull_names_the_clone_from_the_signed_record(tmp_path: Path) -> None:
-    from node.daemon_heads import HeadWatcher
+    from node.daemon.heads import HeadWatcher
     from p2p.memory_source import MemorySource
 
     wa = Workspace.init(tmp_path / "a")

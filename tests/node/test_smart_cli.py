@@ -9,7 +9,7 @@ import pytest
 
 from node.cli import main as odf
 from node.cli_util import EXIT_CONFLICT, EXIT_OK, EXIT_USAGE
-from node.http_auth import TOKEN_ENV, token_path
+from node.http.auth import TOKEN_ENV, token_path
 from storage.verify import verify_integrity
 from storage.workspace import Workspace
 from tests.node.test_remote import node  # noqa: F401  (the served-node fixture)

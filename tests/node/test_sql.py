@@ -12,7 +12,7 @@ from engine.client import EngineClient
 from engine.errors import InvalidQuery
 from engine.process import EngineProcess
 from node.cli import main
-from node.sql import run_sql
+from node.sql.query import run_sql
 from storage.workspace import Workspace
 from tests.node.conftest import RootWriter
 

@@ -23,8 +23,8 @@ from engine.process import EngineProcess
 from fbs.arrow_schema import data_schema_from_arrow
 from fbs.model import SetDataSchema
 from node.cli import main
-from node.sql import run_sql
-from node.sql_embedded import normalize
+from node.sql.embedded import normalize
+from node.sql.query import run_sql
 from storage.workspace import Workspace
 from tests.node.conftest import BASE_MS, ROOT_SCHEMA, TS, RootWriter, ts_ms
 
@@ -233,7 +233,7 @@ def test_cli_embedded_path_imports_no_engine_or_pandas(two_datasets: Workspace) 
 
 def test_a_dataset_with_nothing_in_it_is_named_not_a_missing_table(tmp_path: Path) -> None:
     from fbs.model import DatasetKind, DatasetSnapshot
-    from node.sql import run_embedded
+    from node.sql.query import run_embedded
 
     ws = Workspace.init(tmp_path / "project")
     ws.add_snapshot(DatasetSnapshot(name="my.empty", kind=DatasetKind.Root, metadata=()))
@@ -262,7 +262,7 @@ def test_a_missing_table_says_what_was_likely_meant(
 ) -> None:
     """An unquoted dotted alias is read as schema.table: the error says to quote it;
     another missing table lists the datasets there are."""
-    from node.sql import run_embedded
+    from node.sql.query import run_embedded
 
     with pytest.raises(InvalidQuery) as info:
         run_embedded(two_datasets.root, query)

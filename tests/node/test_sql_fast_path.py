@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from node.cli import main
-from node.sql import datasets_in_query, run_embedded
+from node.sql.query import datasets_in_query, run_embedded
 from storage.catalog import cached_slices, resolve, slices_cache_path
 from storage.errors import DamagedObject
 from storage.workspace import Workspace
@@ -156,15 +156,15 @@ def test_slices_are_hash_checked_on_the_cached_path(ws: Workspace, cities: RootW
 def test_a_table_the_scan_missed_is_staged_on_a_rerun(
     ws: Workspace, cities: RootWriter, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import node.sql
+    import node.sql.query
 
-    monkeypatch.setattr(node.sql, "datasets_in_query", lambda root, query: [])
+    monkeypatch.setattr(node.sql.query, "datasets_in_query", lambda root, query: [])
     table = run_embedded(ws.root, "SELECT count(*) AS n FROM `demo.ds10`")
     assert table.to_pylist() == [{"n": 1}]
 
 
 def test_p2p_dir_is_the_head_stores() -> None:
-    from node.sql_command import P2P_DIR
+    from node.sql.command import P2P_DIR
     from p2p.head_store import P2P_DIR as HEAD_STORE_DIR
 
     assert P2P_DIR == HEAD_STORE_DIR

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from node.cli_util import EXIT_INVALID, EXIT_OK, EXIT_USAGE
-from node.sql_shell import Splitter, split_statements
+from node.sql.shell import Splitter, split_statements
 from tests.node.test_error_contract import odf_exe
 
 

@@ -27,7 +27,6 @@ from fbs.model import (
 )
 from node.errors import InputNotReady, NotDerivative
 from node.ingest.pipeline import ingest, read_changelog
-from node.replay import verify_replay
 from node.transform import (
     PullStatus,
     commit_transform,
@@ -37,6 +36,7 @@ from node.transform import (
     run_transform,
     transform_work_dir,
 )
+from node.validation.replay import verify_replay
 from storage.errors import RefCASFailed
 from storage.verify import verify_integrity
 from storage.workspace import Workspace

@@ -21,18 +21,18 @@ from aiohttp import web
 from engine.client import EngineClient
 from fbs.keys import KeyPair
 from fbs.multiformats import Multihash
-from node.attest_api import add_attestation_routes
-from node.http_api import create_app
-from node.http_auth import bearer_headers, read_token
+from node.http.api import create_app
+from node.http.attestations import add_attestation_routes
+from node.http.auth import bearer_headers, read_token
 from node.transform import (
     pull_derivative,
 )
-from node.trust import verify_with_trust
-from node.validator import Validator, load_or_create_validator_key
+from node.validation.trust import verify_with_trust
+from node.validation.validator import Validator, load_or_create_validator_key
 from p2p.attestation import Attestation, Verdict, sign_attestation
 from p2p.attestation_store import AttestationStore
 from p2p.errors import IdentityError
-from p2p.http_source import HttpSource, dataset_base_url
+from p2p.http.source import HttpSource, dataset_base_url
 from p2p.sync import pull_dataset
 from storage.verify import verify_integrity
 from storage.workspace import Workspace
@@ -119,7 +119,7 @@ async def test_honest_and_cheating_publishers_two_validators_third_node(
     add_attestation_routes(app, store_obs, ws_obs)
     runner, url = await start(app)
     try:
-        # Posting is a write: it needs the node's bearer token (`node.http_auth`).
+        # Posting is a write: it needs the node's bearer token (`node.http.auth`).
         token = bearer_headers(read_token(ws_obs.root))
         async with aiohttp.ClientSession(headers=token) as http:
             for alias in names:

@@ -20,7 +20,7 @@ from libp2p.pubsub.validators import PUBSUB_SIGNING_PREFIX
 from libp2p.utils.varint import encode_uvarint
 
 from p2p.errors import HostNotRunning, TransferError
-from p2p.host import GOSSIPSUB_PROTOCOLS, P2PHost
+from p2p.libp2p.host import GOSSIPSUB_PROTOCOLS, P2PHost
 
 #: Messages batched into one RPC frame (a flooder packs frames to cut per-frame cost).
 BATCH = 10

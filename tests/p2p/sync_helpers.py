@@ -28,7 +28,7 @@ from fbs.model import (
 )
 from fbs.multiformats import Multihash
 from fbs.timestamp import Timestamp
-from node.http_api import HttpApiConfig, create_app
+from node.http.api import HttpApiConfig, create_app
 from storage.dataset import Dataset
 from storage.workspace import Workspace
 

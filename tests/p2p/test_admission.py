@@ -1,4 +1,4 @@
-"""`p2p.admission`: per-peer fairness of the exchange server, without sockets (fake clock)."""
+"""`p2p.libp2p.admission`: per-peer fairness of the exchange server, no sockets (fake clock)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from p2p.admission import Admission, AdmissionLimits, Busy, Ticket
+from p2p.libp2p.admission import Admission, AdmissionLimits, Busy, Ticket
 
 
 class Clock:

@@ -11,8 +11,8 @@ from aiohttp import web
 from fbs.keys import KeyPair
 from fbs.model import DatasetKind, DatasetSnapshot
 from fbs.multiformats import Multihash
-from node.attest_api import MAX_POST_BODY_BYTES, add_attestation_routes
-from node.http_api import create_app
+from node.http.api import create_app
+from node.http.attestations import MAX_POST_BODY_BYTES, add_attestation_routes
 from p2p.attestation import Verdict
 from p2p.attestation_store import AcceptResult, AttestationStore
 from storage.workspace import Workspace

@@ -11,9 +11,9 @@ import pytest
 from fbs.keys import KeyPair
 from fbs.multiformats import Multihash
 from p2p.attestation import Attestation, Verdict, sign_attestation
-from p2p.attestation_gossip import AttestationGossip
 from p2p.errors import InvalidAttestation
-from p2p.host import P2PHost
+from p2p.libp2p.attestation_gossip import AttestationGossip
+from p2p.libp2p.host import P2PHost
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
 

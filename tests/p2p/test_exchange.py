@@ -26,7 +26,7 @@ from p2p.errors import (
     TransferError,
     TransferTimeout,
 )
-from p2p.exchange import (
+from p2p.libp2p.exchange import (
     EXCHANGE_PROTOCOL,
     ExchangeClient,
     ExchangeLimits,
@@ -35,8 +35,8 @@ from p2p.exchange import (
     ObjectKind,
     write_frame,
 )
-from p2p.host import P2PHost
-from p2p.libp2p_source import Libp2pSource
+from p2p.libp2p.host import P2PHost
+from p2p.libp2p.source import Libp2pSource
 from p2p.peer_json import PeerJsonError
 from p2p.peers import Offence
 from storage.dataset import Dataset

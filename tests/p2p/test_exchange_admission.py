@@ -2,7 +2,7 @@
 
 A hostile peer parks silent streams, opens more than its share, and asks for objects
 faster than its budget; an honest peer must keep being served, and the hostile one
-must be told ``busy`` with a hint its client honours (`p2p.libp2p_source`).
+must be told ``busy`` with a hint its client honours (`p2p.libp2p.source`).
 """
 
 from __future__ import annotations
@@ -19,11 +19,11 @@ import pytest
 
 from fbs.did import DatasetId
 from fbs.multiformats import Multihash
-from p2p.admission import Admission, AdmissionLimits
 from p2p.errors import PeerUnavailable, RemoteError, TransferError
-from p2p.exchange import EXCHANGE_PROTOCOL, ExchangeClient, ExchangeServer
-from p2p.host import P2PHost
-from p2p.libp2p_source import Libp2pSource
+from p2p.libp2p.admission import Admission, AdmissionLimits
+from p2p.libp2p.exchange import EXCHANGE_PROTOCOL, ExchangeClient, ExchangeServer
+from p2p.libp2p.host import P2PHost
+from p2p.libp2p.source import Libp2pSource
 from storage.workspace import Workspace
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(120)]

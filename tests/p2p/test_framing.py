@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from p2p.errors import FrameTooLarge
-from p2p.framing import (
+from p2p.libp2p.framing import (
     CONTROL_TYPES,
     HEADER_SIZE,
     Event,

@@ -13,9 +13,9 @@ from fbs.keys import KeyPair
 from fbs.multiformats import Multihash
 from fbs.timestamp import Timestamp
 from p2p.errors import HostError, InvalidHeadRecord
-from p2p.gossip import HeadGossip
 from p2p.head_record import HeadRecord, sign_head
-from p2p.host import P2PHost
+from p2p.libp2p.gossip import HeadGossip
+from p2p.libp2p.host import P2PHost
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
 

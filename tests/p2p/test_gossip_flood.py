@@ -21,11 +21,11 @@ import pytest
 from fbs.keys import KeyPair
 from fbs.multiformats import Multihash
 from fbs.timestamp import Timestamp
-from p2p.gossip import HeadGossip
 from p2p.head_record import HeadRecord, sign_head
-from p2p.host import GossipSettings, HostConfig, P2PHost
+from p2p.libp2p.gossip import HeadGossip
+from p2p.libp2p.host import GossipSettings, HostConfig, P2PHost
+from p2p.libp2p.pubsub_guard import GossipRateLimiter
 from p2p.peers import Offence, PeerScores, ScoringPolicy
-from p2p.pubsub_guard import GossipRateLimiter
 from tests.p2p.hostile import FloodResult, flood
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(120)]
@@ -202,7 +202,7 @@ def test_rate_limiter_allows_a_burst_then_the_rate() -> None:
 
 
 def test_rate_limiter_forgets_full_buckets_first_when_full(monkeypatch: pytest.MonkeyPatch) -> None:
-    import p2p.pubsub_guard as guard
+    import p2p.libp2p.pubsub_guard as guard
 
     monkeypatch.setattr(guard, "MAX_RATE_BUCKETS", 3)
     clock = FakeClock()

@@ -11,8 +11,8 @@ import pytest
 import trio
 
 from p2p.errors import HostError, HostNotRunning, IdentityError, PeerUnavailable
-from p2p.host import HostConfig, P2PHost
-from p2p.identity import create_identity, load_identity, load_or_create_identity, peer_id_of
+from p2p.libp2p.host import HostConfig, P2PHost
+from p2p.libp2p.identity import create_identity, load_identity, load_or_create_identity, peer_id_of
 from p2p.peers import Offence
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]

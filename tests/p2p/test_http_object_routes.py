@@ -16,8 +16,8 @@ import aiohttp
 import pytest
 
 from fbs.multiformats import Multihash
-from p2p.dataset_cache import ResolveCache
-from p2p.http_server import INLINE_OBJECT_BYTES
+from p2p.http.dataset_cache import ResolveCache
+from p2p.http.server import INLINE_OBJECT_BYTES
 from storage.errors import DatasetNotFound
 from storage.workspace import Workspace
 from tests.p2p.sync_helpers import add_slices, make_dataset, new_workspace, serve_workspace

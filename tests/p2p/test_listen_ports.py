@@ -1,6 +1,6 @@
 """A libp2p listen port another host (or process) listens on is refused, not shared.
 
-py-libp2p listens with SO_REUSEPORT, so without `p2p.listen_ports` a second host on a
+py-libp2p listens with SO_REUSEPORT, so without `p2p.libp2p.listen_ports` a second host on a
 taken port started and the kernel split the first node's incoming connections between
 the two processes.
 """
@@ -13,8 +13,8 @@ import socket
 import pytest
 
 from p2p.errors import HostError
-from p2p.host import HostConfig, P2PHost
-from p2p.listen_ports import check_listen_ports
+from p2p.libp2p.host import HostConfig, P2PHost
+from p2p.libp2p.listen_ports import check_listen_ports
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
 

@@ -17,12 +17,12 @@ import pytest
 
 from fbs.did import DatasetId
 from fbs.multiformats import Multihash
-from node.daemon import NodeDaemon
-from node.daemon_config import NodeConfig
-from p2p.gossip import HEADS_TOPIC
+from node.daemon.config import NodeConfig
+from node.daemon.service import NodeDaemon
 from p2p.head_record import sign_head
 from p2p.head_store import HeadStore
-from p2p.host import P2PHost
+from p2p.libp2p.gossip import HEADS_TOPIC
+from p2p.libp2p.host import P2PHost
 from storage.errors import DatasetNotFound
 from storage.verify import verify_integrity
 from storage.workspace import Workspace

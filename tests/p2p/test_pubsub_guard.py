@@ -24,12 +24,12 @@ from libp2p.utils.varint import encode_uvarint
 
 from fbs.did import DatasetId
 from fbs.multiformats import Multihash
-from node.daemon import NodeDaemon
-from node.daemon_config import NodeConfig
+from node.daemon.config import NodeConfig
+from node.daemon.service import NodeDaemon
 from p2p.errors import HostNotRunning, TransferError
-from p2p.exchange import EXCHANGE_PROTOCOL, ExchangeClient, ExchangeServer
-from p2p.host import GOSSIPSUB_PROTOCOLS, GossipMessage, HostConfig, P2PHost
-from p2p.pubsub_guard import GuardStats, guard_stream_handlers
+from p2p.libp2p.exchange import EXCHANGE_PROTOCOL, ExchangeClient, ExchangeServer
+from p2p.libp2p.host import GOSSIPSUB_PROTOCOLS, GossipMessage, HostConfig, P2PHost
+from p2p.libp2p.pubsub_guard import GuardStats, guard_stream_handlers
 from storage.workspace import Workspace
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(180)]

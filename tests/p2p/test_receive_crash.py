@@ -20,7 +20,7 @@ import pytest
 from fbs.multiformats import Multihash
 from p2p.head_record import sign_head
 from p2p.head_store import HeadStore
-from p2p.http_server import PushBody, TransferConfig, TransferServer, apply_push
+from p2p.http.server import PushBody, TransferConfig, TransferServer, apply_push
 from p2p.receive import ObjectJob, ObjectKind, accept_object, object_jobs, object_store
 from p2p.sync import pull_dataset
 from storage.dataset import Dataset

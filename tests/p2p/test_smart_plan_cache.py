@@ -11,7 +11,7 @@ import aiohttp
 import pytest
 
 from fbs.multiformats import Multihash
-from node.http_api import HttpApiConfig
+from node.http.api import HttpApiConfig
 from p2p.smart_transfer.client import SmartSource
 from p2p.smart_transfer.messages import TransferPlan
 from p2p.smart_transfer.plan_cache import (

@@ -27,8 +27,8 @@ import aiohttp
 import pytest
 
 from fbs.multiformats import Multihash
-from node.http_api import HttpApiConfig
-from node.http_auth import bearer_headers
+from node.http.api import HttpApiConfig
+from node.http.auth import bearer_headers
 from storage.workspace import Workspace
 from tests.p2p.smart_fixtures import (
     CHECKPOINT_2,

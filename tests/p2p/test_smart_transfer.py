@@ -12,10 +12,10 @@ from aiohttp import web
 
 from fbs.codec import decode_block
 from fbs.multiformats import Multihash
-from node.http_api import HttpApiConfig
-from node.http_auth import bearer_headers
+from node.http.api import HttpApiConfig
+from node.http.auth import bearer_headers
 from p2p.errors import NotDescendant, PeerMisbehaved, PeerUnavailable, TransferError
-from p2p.http_source import Unauthorized
+from p2p.http.source import Unauthorized
 from p2p.receive import object_jobs
 from p2p.smart_transfer.client import SmartRefused, SmartSource, smart_push
 from p2p.smart_transfer.messages import (

@@ -19,10 +19,10 @@ from fbs.codec import block_hash, decode_block
 from fbs.did import DatasetId
 from fbs.multiformats import Multihash
 from p2p.errors import NotFoundOnPeer, PeerMisbehaved, PeerUnavailable
-from p2p.exchange import ExchangeClient, ExchangeServer
-from p2p.host import P2PHost
-from p2p.http_source import HttpSource, dataset_base_url
-from p2p.libp2p_source import Libp2pSource
+from p2p.http.source import HttpSource, dataset_base_url
+from p2p.libp2p.exchange import ExchangeClient, ExchangeServer
+from p2p.libp2p.host import P2PHost
+from p2p.libp2p.source import Libp2pSource
 from p2p.memory_source import MemorySource
 from p2p.sync import ObjectKind, ObjectSource, pull_dataset
 from storage.dataset import Dataset

@@ -22,7 +22,7 @@ from p2p.errors import (
 )
 from p2p.head_record import HeadRecord, sign_head
 from p2p.head_store import HeadStore
-from p2p.http_source import HttpSource, dataset_base_url
+from p2p.http.source import HttpSource, dataset_base_url
 from p2p.sync import PullResult, pull_dataset
 from storage.verify import verify_integrity
 from storage.workspace import Workspace
@@ -116,7 +116,7 @@ def test_simple_protocol_fallback_like_kamu(pair: tuple[Workspace, Workspace, Pa
         resp: web.StreamResponse = await handler(request)
         return resp
 
-    from node.http_api import create_app
+    from node.http.api import create_app
 
     app = create_app(src)
     app.middlewares.append(no_batch)

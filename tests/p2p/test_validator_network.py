@@ -25,16 +25,16 @@ from engine.client import EngineClient
 from fbs.did import DatasetId
 from fbs.multiformats import Multihash
 from fbs.timestamp import Timestamp
-from node.daemon import NodeDaemon
-from node.daemon_config import NodeConfig
-from node.disputes import disputed_warning, publisher_record
+from node.daemon.config import NodeConfig
+from node.daemon.service import NodeDaemon
 from node.transform import pull_derivative
-from node.trust import verify_with_trust
-from node.validator import load_or_create_validator_key
+from node.validation.disputes import disputed_warning, publisher_record
+from node.validation.trust import verify_with_trust
+from node.validation.validator import load_or_create_validator_key
 from p2p.attestation import Attestation, Verdict, sign_attestation
-from p2p.attestation_gossip import ATTESTATIONS_TOPIC
 from p2p.attestation_store import AttestationStore
-from p2p.host import HostConfig, P2PHost
+from p2p.libp2p.attestation_gossip import ATTESTATIONS_TOPIC
+from p2p.libp2p.host import HostConfig, P2PHost
 from storage.errors import DatasetNotFound
 from storage.workspace import Workspace
 from tests.node.conftest import RootWriter, add_derivative, commit_forged

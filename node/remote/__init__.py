@@ -1,0 +1,1 @@
+"""Remote datasets: resolving `odf pull`'s sources, kamu's pull/push aliases, replica names."""

@@ -1,0 +1,1 @@
+"""Rendering for people: tables/JSON/YAML, CSV cells, one-line event summaries."""

@@ -1,0 +1,1 @@
+"""`odf sql`: datasets staged as tables (`query`), embedded DataFusion, the command, its shell."""

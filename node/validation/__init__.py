@@ -1,0 +1,1 @@
+"""Validation: re-running transforms (`replay`), the validator, attestation trust and disputes."""

@@ -1,0 +1,2 @@
+"""The libp2p transport: the supervised host, pubsub guard, gossip, exchange, admission, identity.
+"""
