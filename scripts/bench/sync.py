@@ -57,7 +57,7 @@ import aiohttp  # noqa: E402
 from libp2p.network.stream.exceptions import StreamEOF  # noqa: E402
 
 from fbs.did import DatasetId  # noqa: E402
-from node.daemon.service import RunInfo, read_run_info  # noqa: E402
+from node.runfile import RunInfo, read_run_info  # noqa: E402
 from p2p.http.source import HttpSource, dataset_base_url  # noqa: E402
 from p2p.libp2p.exchange import STREAM_WRITE_BYTES, ExchangeClient, ExchangeServer  # noqa: E402
 from p2p.libp2p.host import P2PHost  # noqa: E402
