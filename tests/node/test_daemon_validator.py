@@ -124,7 +124,7 @@ async def test_validator_attests_roots_and_plain_nodes_get_them_by_gossip(tmp_pa
             # and are kept until it is replicated.
             cfg_o = dataclasses.replace(CFG, bootstrap=(v.host.addrs[0],))
             async with running(wo, cfg_o) as o:
-                await wait_for(lambda: o.attestation_stats["early"] >= 2, "early attestations")
+                await wait_for(lambda: o.attest.stats["early"] >= 2, "early attestations")
                 assert head_of(wo, did) is None
                 o.follow(did.to_did_odf())
                 await wait_for(lambda: len(held(wo, did)) == 2, "attestations kept and accepted")
@@ -197,7 +197,7 @@ async def test_divergence_and_equivocation_are_recorded_and_refused(tmp_path: Pa
                     assert r.status == 409  # replayed
                 async with s.post(url, data=b'{"verdict": 1}') as r:
                     assert r.status == 400
-            assert b.attestation_stats["published"] >= 1  # passed on by gossip
+            assert b.attest.stats["published"] >= 1  # passed on by gossip
             warning = disputed_warning(wb, div_id)
             assert warning is not None and "does not reproduce for 1 validator" in warning
 
@@ -208,10 +208,10 @@ async def test_divergence_and_equivocation_are_recorded_and_refused(tmp_path: Pa
             other = sign_head(
                 key, Multihash.sha3_256(b"another head"), current.sequence_number, Timestamp.now()
             )
-            assert await b.offer(other, a.host.peer_id) is False
+            assert await b.pulls.offer(other, a.host.peer_id) is False
             rec = publisher_record(wb, eq_id)
             assert len(rec.equivocation) == 1
-            assert "two heads" in (refusal_reason(rec, b.policy) or "")
+            assert "two heads" in (refusal_reason(rec, b.attest.policy) or "")
 
             # New heads of both publishers are refused; the evidence shows in the status.
             add_slices(div, tmp_path / "s3", 1)

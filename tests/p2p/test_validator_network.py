@@ -261,7 +261,7 @@ async def check_bad_attestations(
             lambda: o.host.peer_id in raw.mesh_peers(ATTESTATIONS_TOPIC), "topic peer", 30.0
         )
         gossip_rejected = o.attestation_gossip.rejected
-        stats = dict(o.attestation_stats)
+        stats = dict(o.attest.stats)
         # Malformed, and forged (V1's identity, another key's signature).
         other = sign_attestation(
             load_or_create_validator_key(ws_o),
@@ -301,8 +301,8 @@ async def check_bad_attestations(
         await wait_for(
             lambda: (
                 o.attestation_gossip.rejected >= gossip_rejected + 3
-                and o.attestation_stats["duplicates"] >= stats["duplicates"] + 1
-                and o.attestation_stats["rejected"] >= stats["rejected"] + 1
+                and o.attest.stats["duplicates"] >= stats["duplicates"] + 1
+                and o.attest.stats["rejected"] >= stats["rejected"] + 1
             ),
             "rejections",
             30.0,

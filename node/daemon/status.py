@@ -1,0 +1,101 @@
+"""What the daemon reports about itself (`node.daemon.service`): ``/api/status`` and ``/api/peers``.
+
+`DaemonStatus` reads the parts' live state on every call; it keeps none of its own.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from node.daemon.attest import AttestationService
+from node.daemon.follow import FollowList
+from node.daemon.heads import HeadWatcher
+from node.daemon.pulls import PeerView, PullScheduler
+from node.daemon.validation import ValidationFeed
+from p2p.libp2p.exchange import ExchangeServer
+from p2p.libp2p.gossip import HeadGossip
+from p2p.libp2p.host import P2PHost
+from p2p.peers import PeerScores
+
+__all__ = ["DaemonStatus"]
+
+
+@dataclass(frozen=True, slots=True)
+class DaemonStatus:
+    """The daemon's parts that ``/api/status`` and ``/api/peers`` report on."""
+
+    host: P2PHost
+    scores: PeerScores
+    peers: PeerView
+    follows: FollowList
+    watcher: HeadWatcher
+    gossip: HeadGossip
+    server: ExchangeServer
+    pulls: PullScheduler
+    attest: AttestationService
+    validation: ValidationFeed
+    #: The HTTP base URL (``""`` until the server is bound).
+    http_url: Callable[[], str]
+
+    def peers_info(self) -> list[dict[str, Any]]:
+        """``/api/peers``: connected peers and every scored one."""
+        standings = {s.peer: s for s in self.scores.snapshot()}
+        rows = []
+        for peer in sorted(set(self.peers.connected) | set(standings)):
+            s = standings.get(peer)
+            rows.append(
+                {
+                    "peerId": peer,
+                    "connected": peer in self.peers.connected,
+                    "subscribed": peer in self.peers.subscribed,
+                    "score": s.score if s else 0.0,
+                    "banned": bool(s and s.banned_until is not None),
+                    "offences": s.offences if s else 0,
+                    "lastReason": s.last_reason if s else None,
+                }
+            )
+        return rows
+
+    def status_info(self) -> dict[str, Any]:
+        """Live fields of ``/api/status``."""
+        running = self.host.running
+        worker = self.validation.worker
+        policy = self.attest.policy
+        return {
+            "peerId": self.host.peer_id if running else None,
+            "addrs": self.host.addrs if running else [],
+            "httpUrl": self.http_url(),
+            "pid": os.getpid(),
+            "peers": len(self.peers.connected),
+            "topicPeers": len(self.peers.subscribed),
+            "follow": self.follows.entries,
+            "followAll": self.follows.all,
+            "pulls": self.pulls.pulls_in_progress(),
+            "recentPulls": [r.to_dict() for r in self.pulls.history],
+            "networkHeads": len(self.pulls.known),
+            "announced": self.watcher.announced,
+            "gossip": {
+                "rejected": self.gossip.rejected,
+                "duplicates": self.gossip.duplicates,
+                "droppedDeliveries": self.host.dropped_deliveries,
+            },
+            # Supervised restarts, last unexpected stop, hostile input contained.
+            "libp2p": self.host.status(),
+            # Per-peer admission of the object exchange (`p2p.libp2p.admission`).
+            "exchange": {
+                "served": self.server.served_requests,
+                "inFlight": self.server.admission.in_flight,
+                **self.server.admission.stats.to_dict(),
+            },
+            "attestations": self.attest.counters(),
+            "validator": None if worker is None else worker.status(),
+            "disputes": self.attest.disputes,
+            "refused": self.attest.refused_json(),
+            "policy": {
+                "refuseDisputed": policy.refuse_disputed,
+                "confirmations": policy.confirmations,
+            },
+        }

@@ -1,0 +1,134 @@
+"""The daemon's watcher round (`node.daemon.service`): peers, heads to announce, peers to probe.
+
+`WatchRound.run` repeats one round every ``head_poll_interval_s``, or sooner when woken
+(the ``wake`` event: a new follow). A round refreshes the peer view (connected peers,
+the mesh of the heads topic), has the head watcher (`node.daemon.heads.HeadWatcher`)
+scan and announce: every held head on the first round, when peers joined the topic
+(after `JOIN_ANNOUNCE_DELAY_S`) and every ``reannounce_interval_s`` (then the bootstrap
+peers are dialled again), so late joiners learn them. It hands replicas that moved to
+``on_new_head``, runs the attestation round (`node.daemon.attest.AttestationService.round`)
+and has the pull scheduler probe peers: all of them on the first round and when woken,
+the ones that just joined otherwise. A round that fails is logged and the next one runs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from typing import Final
+
+from fbs.did import DatasetId
+from fbs.errors import OdfError
+from node.daemon.attest import AttestationService
+from node.daemon.config import NodeConfig
+from node.daemon.heads import HeadWatcher
+from node.daemon.log import event
+from node.daemon.pulls import PeerView, PullScheduler
+from node.worker_threads import WorkerThreads
+from p2p.errors import P2PError
+from p2p.libp2p.gossip import HEADS_TOPIC
+from p2p.libp2p.host import P2PHost
+
+__all__ = ["JOIN_ANNOUNCE_DELAY_S", "WatchRound"]
+
+#: Delay before announcing to peers that just joined the topic (their subscription
+#: must reach our gossipsub router first).
+JOIN_ANNOUNCE_DELAY_S: Final = 0.5
+
+
+class WatchRound:
+    """The daemon's periodic round (see the module docstring).
+
+    Args:
+        config / host / peers / threads: the daemon's.
+        watcher / attest / pulls: the parts a round drives.
+        wake: set to run the next round at once (and probe every peer in it).
+        on_new_head: called for each replica whose head moved.
+    """
+
+    def __init__(
+        self,
+        config: NodeConfig,
+        host: P2PHost,
+        peers: PeerView,
+        threads: WorkerThreads,
+        *,
+        watcher: HeadWatcher,
+        attest: AttestationService,
+        pulls: PullScheduler,
+        wake: asyncio.Event,
+        on_new_head: Callable[[DatasetId], Awaitable[None]],
+    ) -> None:
+        self._config = config
+        self._host = host
+        self._peers = peers
+        self._threads = threads
+        self._watcher = watcher
+        self._attest = attest
+        self._pulls = pulls
+        self._wake = wake
+        self._on_new_head = on_new_head
+        #: No round has completed yet: the next one announces and probes everything.
+        self._first = True
+        self._last_full = time.monotonic()
+
+    async def dial_bootstrap(self) -> None:
+        """Dial bootstrap peers not connected (in parallel; failures are logged)."""
+        connected = set(self._peers.connected)
+
+        async def dial(addr: str) -> None:
+            if addr.rsplit("/p2p/", 1)[-1] in connected:
+                return
+            try:
+                await self._host.connect(addr)
+            except P2PError as e:
+                event(logging.WARNING, "bootstrap dial failed", addr=addr, error=str(e))
+
+        await asyncio.gather(*(dial(a) for a in self._config.bootstrap))
+
+    async def run(self) -> None:
+        """Run rounds until cancelled."""
+        self._last_full = time.monotonic()
+        while True:
+            try:
+                await self._step()
+            except asyncio.CancelledError:
+                raise
+            except (OdfError, OSError) as e:
+                event(logging.WARNING, "head watcher step failed", error=str(e))
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), self._config.head_poll_interval_s)
+
+    async def _step(self) -> None:
+        """One round."""
+        joined, full = await self._refresh_peers()
+        if time.monotonic() - self._last_full >= self._config.reannounce_interval_s:
+            full, self._last_full = True, time.monotonic()
+            await self.dial_bootstrap()
+        if joined:
+            await asyncio.sleep(JOIN_ANNOUNCE_DELAY_S)
+        records = await self._threads.run(self._watcher.scan, full)
+        for record in records:
+            await self._watcher.announce(record)
+        for did in self._watcher.take_changed():
+            await self._on_new_head(did)
+        await self._attest.round(full)
+        woke = self._wake.is_set()
+        self._wake.clear()
+        if self._first or woke:
+            await self._pulls.probe_peers(self._peers.connected)
+        elif joined:
+            await self._pulls.probe_peers(sorted(joined))
+        self._first = False
+
+    async def _refresh_peers(self) -> tuple[frozenset[str], bool]:
+        """Update the peer view; the peers that joined the topic, and whether to announce all."""
+        peers = await self._threads.run(self._host.peers)
+        topic_peers = frozenset(await self._threads.run(self._host.mesh_peers, HEADS_TOPIC))
+        self._peers.connected = sorted(peers)
+        joined = topic_peers - self._peers.subscribed
+        self._peers.subscribed = topic_peers
+        return joined, self._first or bool(joined)

@@ -1,0 +1,158 @@
+"""The daemon's HTTP side (`node.daemon.service`): the API, its own endpoints, the server.
+
+`DaemonWeb.start` serves the node's HTTP API (`node.http.api.create_app`) on
+``http_host:http_port``: state-changing requests need the bearer token of
+``.odf/p2p/http-token`` (created on first start, mode 0600), foreign ``Origin``/``Host``
+are refused (`node.http.auth`). On top come the attestation routes
+(`node.http.attestations`) and the daemon's JSON endpoints:
+
+* ``/api/follow``: GET the follow list; POST / DELETE ``{"dataset": REF}`` follows or
+  unfollows (`node.daemon.follow.FollowList`);
+* ``/api/network/{ref}``: what the network says about a dataset (DID or multibase id;
+  `node.daemon.pulls.PullScheduler.resolve`);
+* ``/api/disputes``: `node.daemon.attest.AttestationService.api_disputes`.
+
+Live ``/api/status`` and ``/api/peers`` come from the callables given to `DaemonWeb.start`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from aiohttp import web
+
+from fbs.did import DatasetId
+from fbs.errors import FbsError
+from node.daemon.attest import AttestationService
+from node.daemon.config import NodeConfig
+from node.daemon.follow import FollowList
+from node.daemon.pulls import PullScheduler
+from node.errors import UsageError
+from node.http.api import HttpApiConfig, create_app
+from node.http.attestations import attach_attestations, attestation_routes
+from node.http.auth import load_or_create_token
+from p2p.attestation_store import AttestationStore
+from p2p.head_store import HeadStore
+from p2p.http.server import Route
+from storage.workspace import Workspace
+
+__all__ = ["DaemonWeb"]
+
+
+class DaemonWeb:
+    """The daemon's HTTP server (see the module docstring).
+
+    Args:
+        ws / config / head_store / attestations: the daemon's.
+        follows / pulls / attest: the parts its endpoints answer from.
+
+    ``url`` is the server's base URL once started (``""`` before).
+    """
+
+    def __init__(
+        self,
+        ws: Workspace,
+        config: NodeConfig,
+        head_store: HeadStore,
+        attestations: AttestationStore,
+        *,
+        follows: FollowList,
+        pulls: PullScheduler,
+        attest: AttestationService,
+    ) -> None:
+        self._ws = ws
+        self._config = config
+        self._head_store = head_store
+        self._attestations = attestations
+        self._follows = follows
+        self._pulls = pulls
+        self._attest = attest
+        self._runner: web.AppRunner | None = None
+        self.url = ""
+
+    async def start(
+        self,
+        *,
+        peers: Callable[[], list[dict[str, Any]]],
+        status: Callable[[], dict[str, Any]],
+    ) -> str:
+        """Bind and serve; the base URL (also in ``url``).
+
+        Raises:
+            OSError: the port cannot be bound.
+        """
+        cfg = self._config
+        app = create_app(
+            self._ws,
+            config=HttpApiConfig(
+                allow_ingest=cfg.allow_ingest,
+                allow_push=cfg.allow_push,
+                # Writes need this bearer token (`node.http.auth`), created on first run.
+                token=load_or_create_token(self._ws.root),
+                allowed_hosts=(cfg.http_host, *cfg.http_allowed_hosts),
+            ),
+            head_store=self._head_store,
+            peers=peers,
+            status=status,
+            extra_routes=self._routes(),
+            setup=self._attach,
+        )
+        self._runner = web.AppRunner(app, access_log=None, handle_signals=False)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, cfg.http_host, cfg.http_port)
+        await site.start()
+        port = self._runner.addresses[0][1]
+        host = cfg.http_host
+        self.url = f"http://{'[' + host + ']' if ':' in host else host}:{port}"
+        return self.url
+
+    async def stop(self) -> None:
+        """Stop serving (requests in flight end first); a no-op when not started."""
+        if self._runner is not None:
+            await self._runner.cleanup()
+
+    def _routes(self) -> tuple[Route, ...]:
+        """The daemon's endpoints (`node.http.api.create_app`'s ``extra_routes``)."""
+        return (
+            *attestation_routes(),
+            Route("*", "/api/follow", self._api_follow),
+            Route("*", "/api/network/{ref}", self._api_network),
+            Route("GET", "/api/disputes", self._attest.api_disputes),
+        )
+
+    def _attach(self, app: web.Application) -> None:
+        attach_attestations(app, self._attestations, self._ws, on_accepted=self._attest.on_posted)
+
+    async def _api_follow(self, request: web.Request) -> web.StreamResponse:
+        follows = self._follows
+        if request.method == "GET":
+            return web.json_response({"follow": follows.entries, "all": follows.all})
+        if request.method not in ("POST", "DELETE"):
+            return web.json_response({"error": "method not allowed"}, status=405)
+        try:
+            doc = await request.json()
+            ref = doc["dataset"]
+            if not isinstance(ref, str) or not ref or len(ref) > 1024:
+                raise ValueError("dataset must be a non-empty string")
+        except (ValueError, KeyError, TypeError) as e:
+            return web.json_response({"error": f"bad request: {e}"}, status=400)
+        if request.method == "DELETE":
+            return web.json_response({"removed": follows.unfollow(ref), "follow": follows.entries})
+        try:
+            entry = follows.follow(ref)
+        except UsageError as e:
+            return web.json_response({"error": str(e)}, status=400)
+        return web.json_response({"followed": entry, "follow": follows.entries})
+
+    async def _api_network(self, request: web.Request) -> web.StreamResponse:
+        if request.method != "GET":
+            return web.json_response({"error": "method not allowed"}, status=405)
+        ref = request.match_info["ref"]
+        try:
+            did = (
+                DatasetId.from_did(ref) if ref.startswith("did:") else DatasetId.from_multibase(ref)
+            )
+        except FbsError as e:
+            return web.json_response({"error": f"invalid dataset id: {e}"}, status=400)
+        return web.json_response(await self._pulls.resolve(did))
