@@ -61,7 +61,7 @@ from node.runfile import (
     RunInfo,
     read_run_info,
 )
-from node.validation.validator import ValidatorWorker
+from node.validation.worker import ValidatorWorker
 from node.worker_threads import WorkerThreads
 from p2p.attestation_store import AttestationStore
 from p2p.errors import HostError

@@ -3,7 +3,7 @@
 Every followed derivative is replicated together with its inputs, recursively: when a
 replica's chain grows (`ValidationFeed.on_new_head`), the inputs of the transform in
 force join the follow list (`node.daemon.follow.FollowList`), and the dataset and its
-replicated dependents are queued on the `node.validation.validator.ValidatorWorker`. Root blocks
+replicated dependents are queued on the `node.validation.worker.ValidatorWorker`. Root blocks
 get the object checks, derivative blocks are replayed on the engine (``engine_address``,
 an injected client, or `node.engine_manager.get_engine`); a block whose input blocks are
 not replicated yet waits for them. Verdicts are signed with ``.odf/p2p/validator.key``
@@ -24,7 +24,8 @@ from node.daemon.config import NodeConfig
 from node.daemon.follow import FollowList
 from node.daemon.log import event
 from node.errors import UsageError
-from node.validation.validator import Validator, ValidatorWorker, load_or_create_validator_key
+from node.validation.validator import Validator, load_or_create_validator_key
+from node.validation.worker import ValidatorWorker
 from node.worker_threads import WorkerThreads
 from p2p.attestation import Attestation
 from p2p.attestation_store import AttestationStore

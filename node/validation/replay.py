@@ -294,8 +294,6 @@ def replay_transform_block(
             checkpoint is gone or differs from its metadata (nothing reaches the engine).
         engine.errors.EngineInternalError / EngineUnavailable: the engine failed.
     """
-    from engine.errors import InvalidQuery
-
     event = block.event
     assert isinstance(event, ExecuteTransform)
     plans = _input_plans(ws, set_transform, event, {} if histories is None else histories)
@@ -305,17 +303,37 @@ def replay_transform_block(
             h, block.sequence_number, f"queryInputs[{index}]", "recorded", problem
         )
         return BlockReplay(mismatch, ran=False, cause="input")
+    plan = _transform_plan(
+        ds, alias, h, block, set_transform=set_transform, vocab=vocab, schema=schema, inputs=plans
+    )
+    return _run_and_compare(ws, plan, engine, h, block)
+
+
+def _transform_plan(
+    ds: Dataset,
+    alias: str,
+    h: Multihash,
+    block: MetadataBlock,
+    *,
+    set_transform: SetTransform,
+    vocab: SetVocab | None,
+    schema: SetDataSchema | None,
+    inputs: list[InputPlan],
+) -> TransformPlan:
+    """What the engine is asked to run again for ``block``: its recorded inputs and state."""
+    event = block.event
+    assert isinstance(event, ExecuteTransform)
     assert isinstance(set_transform.transform, TransformSql)
     state = ds.state()
     assert state is not None
-    plan = TransformPlan(
+    return TransformPlan(
         dataset_id=state.dataset_id,
         dataset_alias=alias,
         head=block.prev_block_hash or h,
         system_time=block.system_time,
         transform=set_transform.transform,
         vocab=vocabulary(vocab),
-        inputs=tuple(plans),
+        inputs=tuple(inputs),
         prev_offset=event.prev_offset,
         prev_checkpoint=event.prev_checkpoint,
         # Checked against its hash before the engine may read it: integrity ran before,
@@ -329,6 +347,16 @@ def replay_transform_block(
         # replay derives it again (and does not compare it: the block exists already).
         data_schema=schema,
     )
+
+
+def _run_and_compare(
+    ws: Workspace, plan: TransformPlan, engine: EngineClient, h: Multihash, block: MetadataBlock
+) -> BlockReplay:
+    """Run ``plan`` in a temporary directory and compare its event with ``block``'s."""
+    from engine.errors import InvalidQuery
+
+    event = block.event
+    assert isinstance(event, ExecuteTransform)
     work_dir = transform_work_dir(ws)
     try:
         try:
@@ -341,21 +369,28 @@ def replay_transform_block(
             return BlockReplay(mismatch, ran=False, cause="schema")
     finally:
         shutil.rmtree(work_dir, ignore_errors=True)
-    again = output.event
-    if again.new_data is not None and event.new_data is not None:
+    diff = _first_difference(event, _as_recorded(output.event, event))
+    if diff is not None:
+        return BlockReplay(ReplayMismatch(h, block.sequence_number, *diff), ran=True, cause="diff")
+    return BlockReplay(None, ran=True)
+
+
+def _as_recorded(again: ExecuteTransform, recorded: ExecuteTransform) -> ExecuteTransform:
+    """The re-computed event with the recorded data file hash, size and new checkpoint.
+
+    Files may legitimately differ byte-wise between runs (as kamu allows): what must
+    reproduce is everything else, the data's logical hash included.
+    """
+    if again.new_data is not None and recorded.new_data is not None:
         again = dataclasses.replace(
             again,
             new_data=dataclasses.replace(
                 again.new_data,
-                physical_hash=event.new_data.physical_hash,
-                size=event.new_data.size,
+                physical_hash=recorded.new_data.physical_hash,
+                size=recorded.new_data.size,
             ),
         )
-    again = dataclasses.replace(again, new_checkpoint=event.new_checkpoint)
-    diff = _first_difference(event, again)
-    if diff is not None:
-        return BlockReplay(ReplayMismatch(h, block.sequence_number, *diff), ran=True, cause="diff")
-    return BlockReplay(None, ran=True)
+    return dataclasses.replace(again, new_checkpoint=recorded.new_checkpoint)
 
 
 def _replay_one(ws: Workspace, did: DatasetId, engine: EngineClient, identity: str) -> ReplayReport:

@@ -23,12 +23,10 @@ checked once the store holds an attestation of it by this validator. Engine fail
 (unavailable, internal error) stop the run without signing anything for that block:
 they say nothing about the data. The blocks left are the `backlog`.
 
-Inside the node daemon (``odf node run --validator``) a `ValidatorWorker` runs the
-validator over the datasets whose chains grew, a batch of blocks at a time, one dataset
-after another, in a worker thread, and hands each signed attestation to the daemon for
-gossip. It validates with ``wait_for_inputs``: a derivative block whose recorded input
-blocks are not replicated yet (`missing_input`) is left for later instead of being
-attested ``could-not-check``; the worker reports it as waiting, with its backlog.
+Inside the node daemon the validator is run by `node.validation.worker.ValidatorWorker`,
+with ``wait_for_inputs``: a derivative block whose recorded input blocks are not
+replicated yet (`missing_input`) is left for later instead of being attested
+``could-not-check``.
 
 The validator key is not a dataset key: `load_or_create_validator_key` keeps it in
 ``.odf/p2p/validator.key`` (the 32-byte ed25519 seed, mode 0600).
@@ -36,20 +34,17 @@ The validator key is not a dataset key: `load_or_create_validator_key` keeps it 
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import os
 import re
 import stat
 import threading
-import time
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Final
 
 from fbs.did import DatasetId
-from fbs.errors import FbsError, OdfError
+from fbs.errors import FbsError
 from fbs.keys import KeyPair
 from fbs.model import (
     AddData,
@@ -64,7 +59,6 @@ from fbs.multiformats import Multihash
 from fbs.rules import new_checkpoint, new_data
 from node.errors import InputNotReady
 from node.transform import identity_warning
-from node.worker_threads import WorkerThreads
 from p2p.attestation import MAX_REASON_CHARS, Attestation, Verdict, sign_attestation
 from p2p.attestation_store import AttestationStore
 from p2p.errors import DuplicateAttestation, IdentityError
@@ -80,13 +74,10 @@ if TYPE_CHECKING:
     from storage.workspace import Workspace
 
 __all__ = [
-    "DEFAULT_BATCH_BLOCKS",
     "VALIDATOR_KEY_FILE",
     "BlockVerdict",
-    "DatasetProgress",
     "ValidationRun",
     "Validator",
-    "ValidatorWorker",
     "check_block_objects",
     "load_or_create_validator_key",
     "missing_input",
@@ -96,14 +87,6 @@ log = logging.getLogger("odf.validator")
 
 #: The validator key file inside ``.odf/p2p``.
 VALIDATOR_KEY_FILE: Final = "validator.key"
-#: Blocks one `ValidatorWorker` run checks before the next queued dataset gets a turn.
-DEFAULT_BATCH_BLOCKS: Final = 16
-#: First delay before a dataset is tried again after an engine failure (doubled per
-#: failure, capped at `MAX_RETRY_DELAY_S`).
-DEFAULT_RETRY_DELAY_S: Final = 2.0
-MAX_RETRY_DELAY_S: Final = 60.0
-#: Most datasets a `ValidatorWorker` tracks (queue and progress).
-MAX_TRACKED_DATASETS: Final = 10_000
 _KEY_SIZE: Final = 32
 _CONTROL_RE: Final = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]+")
 
@@ -419,25 +402,31 @@ class Validator:
                     log.info("%s #%d: waiting: %s", entry.alias, block.sequence_number, waiting)
                     break
             verdict = self._check(ds, entry.alias, h, block, ctx, histories)
-            attestation = sign_attestation(
-                self.keypair,
-                dataset_id=entry.id,
-                block_hash=h,
-                sequence_number=block.sequence_number,
-                verdict=verdict.verdict,
-                detail=verdict.detail,
-                engine=self.engine_identity,
-            )
-            try:
-                self.store.accept(attestation)
-            except DuplicateAttestation:
-                continue  # another run of this validator got there first
-            log.info(
-                "%s #%d: %s %s", entry.alias, block.sequence_number, verdict.verdict, verdict.detail
-            )
-            signed.append(attestation)
+            attestation = self._sign_and_store(entry.id, entry.alias, verdict)
+            if attestation is not None:
+                signed.append(attestation)
         backlog = len(self.unchecked_blocks(entry.id))
         return ValidationRun(entry.alias, entry.id, head, tuple(signed), backlog, waiting)
+
+    def _sign_and_store(
+        self, did: DatasetId, alias: str, verdict: BlockVerdict
+    ) -> Attestation | None:
+        """Sign ``verdict`` and store it; ``None`` when this validator's is stored already."""
+        attestation = sign_attestation(
+            self.keypair,
+            dataset_id=did,
+            block_hash=verdict.block_hash,
+            sequence_number=verdict.sequence_number,
+            verdict=verdict.verdict,
+            detail=verdict.detail,
+            engine=self.engine_identity,
+        )
+        try:
+            self.store.accept(attestation)
+        except DuplicateAttestation:
+            return None  # another run of this validator got there first
+        log.info("%s #%d: %s %s", alias, verdict.sequence_number, verdict.verdict, verdict.detail)
+        return attestation
 
     def _check(
         self,
@@ -502,200 +491,3 @@ class Validator:
                 ),
             )
         return BlockVerdict(h, seq, Verdict.DIVERGED, m.field)
-
-
-# -- the validator inside the node daemon ------------------------------------------------------
-
-
-@dataclass(slots=True)
-class DatasetProgress:
-    """What a `ValidatorWorker` knows about one dataset (for ``odf node status``).
-
-    Attributes:
-        alias: the local alias.
-        backlog: data blocks not yet attested by this validator (as of ``updated_at``).
-        waiting: why checking is paused (an input block not replicated yet), if so.
-        last_error: the last engine failure (retried with backoff), if any.
-        failures: consecutive failures.
-        signed: attestations signed since the worker started, per verdict.
-        updated_at: UNIX time of the last update.
-    """
-
-    alias: str
-    backlog: int = 0
-    waiting: str | None = None
-    last_error: str | None = None
-    failures: int = 0
-    signed: dict[str, int] = field(default_factory=dict)
-    updated_at: float = 0.0
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON form."""
-        return {
-            "alias": self.alias,
-            "backlog": self.backlog,
-            "waiting": self.waiting,
-            "lastError": self.last_error,
-            "signed": dict(self.signed),
-            "updatedAt": round(self.updated_at, 3),
-        }
-
-
-Publish = Callable[[Attestation], Awaitable[None]]
-"""Awaited with each attestation the worker signed (e.g. to gossip it)."""
-
-
-class ValidatorWorker:
-    """Runs a `Validator` over queued datasets, one at a time, in a worker thread.
-
-    The daemon queues a dataset when its chain grew (or one of its inputs' did). Each
-    run checks at most ``batch_blocks`` blocks (``wait_for_inputs``: a derivative block
-    whose input blocks are not replicated yet pauses that dataset until it is queued
-    again) and hands every signed attestation to ``publish``. A dataset with blocks
-    left is queued again behind the others; an engine failure retries it later with
-    exponential backoff. Nothing is dropped: what is not checked yet is the `backlog`,
-    reported per dataset by `status`.
-
-    Args:
-        validator: the validator (its store receives the attestations).
-        publish: awaited with each signed attestation.
-        batch_blocks: blocks per run.
-        retry_delay_s: first retry delay after an engine failure.
-        threads: where blocking runs go (the daemon's, so its stop waits for them;
-            default: the worker's own).
-    """
-
-    def __init__(
-        self,
-        validator: Validator,
-        publish: Publish,
-        *,
-        batch_blocks: int = DEFAULT_BATCH_BLOCKS,
-        retry_delay_s: float = DEFAULT_RETRY_DELAY_S,
-        threads: WorkerThreads | None = None,
-    ) -> None:
-        self.validator = validator
-        self.threads = threads or WorkerThreads("odf-validator")
-        self._publish = publish
-        self.batch_blocks = batch_blocks
-        self.retry_delay_s = retry_delay_s
-        self._queue: dict[DatasetId, None] = {}
-        self._stale: set[DatasetId] = set()
-        self._progress: dict[DatasetId, DatasetProgress] = {}
-        self._wake = asyncio.Event()
-        self.running: DatasetId | None = None
-        self.runs = 0
-
-    def queue(self, dataset_id: DatasetId) -> None:
-        """Check ``dataset_id`` soon (its chain, or an input's, may have grown)."""
-        if dataset_id not in self._queue and len(self._queue) < MAX_TRACKED_DATASETS:
-            self._queue[dataset_id] = None
-        self._stale.add(dataset_id)
-        self._wake.set()
-
-    @property
-    def queued(self) -> list[DatasetId]:
-        """Datasets waiting for a run, next first."""
-        return list(self._queue)
-
-    @property
-    def idle(self) -> bool:
-        """Nothing queued or running."""
-        return not self._queue and self.running is None
-
-    def progress(self, dataset_id: DatasetId) -> DatasetProgress | None:
-        """What is known about ``dataset_id`` (``None``: never queued)."""
-        return self._progress.get(dataset_id)
-
-    def status(self) -> dict[str, Any]:
-        """JSON for ``/api/status``: identity, queue, and backlog per dataset."""
-        rows = {did.to_did_odf(): p.to_dict() for did, p in sorted(self._progress.items(), key=str)}
-        return {
-            "validator": self.validator.validator_id.to_did_key(),
-            "engine": self.validator.engine_identity,
-            "running": None if self.running is None else self.running.to_did_odf(),
-            "queued": [d.to_did_odf() for d in self._queue],
-            "backlog": sum(p.backlog for p in self._progress.values()),
-            "runs": self.runs,
-            "datasets": rows,
-        }
-
-    def _track(self, did: DatasetId) -> DatasetProgress | None:
-        p = self._progress.get(did)
-        if p is None:
-            try:
-                alias = self.validator.ws.resolve(did).alias
-            except (DatasetNotFound, InvalidAlias, FbsError):
-                return None
-            if len(self._progress) >= MAX_TRACKED_DATASETS:
-                return None
-            p = self._progress[did] = DatasetProgress(alias)
-        return p
-
-    def _refresh(self, dids: list[DatasetId]) -> None:
-        # Worker thread: backlog of datasets queued behind the current run.
-        for did in dids:
-            p = self._track(did)
-            if p is None:
-                continue
-            try:
-                p.backlog = self.validator.backlog(did)
-            except (OdfError, OSError):
-                continue
-            p.updated_at = time.time()
-
-    async def run(self) -> None:
-        """Work until cancelled (the daemon runs this as a task)."""
-        while True:
-            await self._wake.wait()
-            self._wake.clear()
-            if self._stale:
-                stale, self._stale = list(self._stale), set()
-                await self.threads.run(self._refresh, stale)
-            while self._queue:
-                did = next(iter(self._queue))
-                del self._queue[did]
-                await self._run_one(did)
-
-    async def _run_one(self, did: DatasetId) -> None:
-        self.running = did
-        self.runs += 1
-        p = self._track(did)
-        try:
-            run = await self.threads.run(
-                self.validator.validate,
-                did,
-                max_blocks=self.batch_blocks,
-                wait_for_inputs=True,
-                stop=self.threads.stopping,
-            )
-        except (DatasetNotFound, InvalidAlias):
-            self._progress.pop(did, None)
-            return
-        except (OdfError, OSError) as e:
-            # Engine down or failing, a damaged local chain: nothing was signed for the
-            # block; try again later (it stays in the backlog meanwhile).
-            if p is not None:
-                p.failures += 1
-                p.last_error = f"{type(e).__name__}: {e}"
-                p.updated_at = time.time()
-                delay = min(MAX_RETRY_DELAY_S, self.retry_delay_s * 2 ** (p.failures - 1))
-            else:
-                delay = MAX_RETRY_DELAY_S
-            log.warning("validating %s failed (retry in %.1f s): %s", did, delay, e)
-            asyncio.get_running_loop().call_later(delay, self.queue, did)
-            return
-        finally:
-            self.running = None
-        if p is not None:
-            p.backlog = run.backlog
-            p.waiting = run.waiting
-            p.last_error = None
-            p.failures = 0
-            p.updated_at = time.time()
-            for a in run.attestations:
-                p.signed[str(a.verdict)] = p.signed.get(str(a.verdict), 0) + 1
-        for a in run.attestations:
-            await self._publish(a)
-        if run.backlog and run.waiting is None and run.attestations:
-            self.queue(did)  # more to do: behind the others
