@@ -31,6 +31,8 @@ __all__ = ["P2P_DIR", "cmd_sql", "refuse_numpy", "warn_disputed"]
 #: `p2p.head_store.P2P_DIR`: where a workspace keeps the evidence `node.validation.disputes`
 #: reads; without it no dataset can be disputed (a test keeps them equal).
 P2P_DIR: Final = "p2p"
+
+
 def warn_disputed(root: Path, query: str) -> None:
     """Warn on stderr about disputed datasets the query reads (`node.validation.disputes`); ``root``
     is the workspace's ``.odf`` directory."""

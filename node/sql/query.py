@@ -1,14 +1,8 @@
 """``odf sql``: ad-hoc SQL over the workspace's datasets, on DataFusion or Spark.
 
-Both engines read the same staging: for each dataset the query mentions, a temp directory
-under ``.odf/run/sql/`` holding hard links (copies across filesystems) of exactly the
-data files the dataset's chain references, each hash-checked first (`storage.verified`:
-one ``lstat`` for a slice checked before), so unreferenced objects (left by interrupted
-commits) and damaged ones are never read; a dataset with a schema but no data gets an
-empty Parquet file with its schema. The list of a dataset's slices and its schema come
-from the slice-list cache of its current head (`storage.catalog.cached_slices`), else
-from a walk of its chain, which then writes that cache: a query over datasets that did
-not change since the last one decodes no block.
+Both engines read the same staging (`node.sql.staging`): for each dataset the query
+mentions, a temp directory of exactly the data files its chain references, each
+hash-checked first.
 
 Datasets are picked by a case-insensitive search of their alias in the query text as a
 whole name (not inside a longer name: ``demo.ds1`` is not mentioned by ``demo.ds10``),
@@ -34,11 +28,9 @@ Either way the result is one Parquet file, rendered by the CLI (table, CSV, JSON
 
 from __future__ import annotations
 
-import contextlib
 import os
 import shutil
-import tempfile
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Final, Literal, TypeVar
@@ -48,21 +40,11 @@ import pyarrow as pa
 from engine.errors import InvalidQuery
 from node.errors import UsageError
 from node.sql.embedded import StagedTable
-from storage.catalog import (
-    DatasetEntry,
-    SliceList,
-    cached_slices,
-    entries,
-    open_dataset,
-    state_cache_path,
-    write_slices_cache,
-)
-from storage.layout import DatasetLayout
-from storage.verified import VerifiedObjects, record_path_for
+from node.sql.staging import stage, work_dir
+from storage.catalog import DatasetEntry, entries
 
 if TYPE_CHECKING:
     from engine.client import EngineClient
-    from fbs.model import SetDataSchema
     from storage.workspace import Workspace
 
 __all__ = [
@@ -86,7 +68,6 @@ DEFAULT_SQL_ENGINE: Final[SqlEngine] = "datafusion"
 MAX_QUERY_CHARS: Final = 1024 * 1024
 #: Rows printed by the table format (all rows go to CSV/JSON/Parquet outputs).
 MAX_RESULT_ROWS_SHOWN: Final = 10_000
-SQL_DIR: Final = "sql"
 #: Engine messages of a query that names a table nobody registered (DataFusion: "table
 #: '...' not found"; Spark: "[TABLE_OR_VIEW_NOT_FOUND] ... cannot be found").
 _MISSING_TABLE: Final = ("not found", "cannot be found")
@@ -137,122 +118,11 @@ def tables_for_query(ws: Workspace, query: str) -> list[DatasetEntry]:
     return datasets_in_query(ws.root, query)
 
 
-def _link(src: Path, dst: Path) -> None:
-    try:
-        os.link(src, dst)
-    except OSError:
-        shutil.copyfile(src, dst)
-
-
-def _declared_schema(event: SetDataSchema) -> pa.Schema | None:
-    """The Arrow schema of a SetDataSchema, None if it cannot be converted (the
-    embedded engine then infers it from the files). Not `node.transform.arrow_schema_of`:
-    that module is too heavy to import on the embedded path."""
-    from fbs.arrow_schema import arrow_schema_from_data
-    from fbs.errors import FbsError
-
-    try:
-        if event.schema is not None:
-            return arrow_schema_from_data(event.schema)
-        if event.raw_arrow_schema is not None:
-            return pa.ipc.read_schema(pa.py_buffer(event.raw_arrow_schema))
-    except (FbsError, pa.ArrowException, ValueError):
-        return None
-    return None
-
-
-def _list_from_chain(root: Path, entry: DatasetEntry) -> SliceList | None:
-    """The slice list of ``entry``, from its chain (decoded); kept for the next query.
-
-    Raises:
-        InputNotReady: a dataset without data whose schema cannot be converted.
-    """
-    from fbs.rules import new_data
-
-    ds = open_dataset(root, entry)
-    state = ds.state()
-    if state is None:
-        return None
-    slices = []
-    schema: pa.Schema | None = None
-    if state.data_schema is not None:
-        for _h, _raw, block in ds.iter_blocks(state.head):
-            d = new_data(block.event)
-            if d is not None:
-                slices.append((d.physical_hash, d.size))
-        slices.reverse()
-        if slices:
-            schema = _declared_schema(state.data_schema)
-        else:
-            from node.transform import arrow_schema_of
-
-            schema = arrow_schema_of(state.data_schema, entry.alias)
-    listing = SliceList(
-        state.head,
-        tuple(slices),
-        state.data_schema is not None,
-        None if schema is None else schema.serialize().to_pybytes(),
-    )
-    write_slices_cache(root, entry, listing)
-    return listing
-
-
-def _stage_dataset(root: Path, entry: DatasetEntry, target: Path) -> StagedTable | None:
-    """Fill ``target`` with the dataset's data files; None if it has nothing to read.
-
-    Raises:
-        MissingObject / DamagedObject: a slice is missing or does not match its block.
-    """
-    listing = cached_slices(root, entry) or _list_from_chain(root, entry)
-    if listing is None or not listing.has_schema:
-        return None
-    schema = None if listing.schema is None else pa.ipc.read_schema(pa.py_buffer(listing.schema))
-    target.mkdir(parents=True)
-    data = DatasetLayout(entry.path).data.root
-    verifier = VerifiedObjects(record_path_for(state_cache_path(root, entry.id)))
-    try:  # every slice checked against its block before it is staged
-        for h, size in listing.slices:
-            verifier.check(data, "data", h, size)
-    finally:
-        verifier.flush()
-    for h, _size in listing.slices:
-        name = h.to_multibase()
-        _link(data / name, target / f"{name}.parquet")
-    if not listing.slices:
-        import pyarrow.parquet as pq
-
-        assert schema is not None  # `_list_from_chain` keeps one for a dataset without data
-        pq.write_table(schema.empty_table(), target / "empty.parquet")
-    return StagedTable(entry.alias, target, schema)
-
-
-@contextlib.contextmanager
-def _staged(root: Path) -> Iterator[Path]:
-    base = root / "run" / SQL_DIR
-    base.mkdir(parents=True, exist_ok=True)
-    work = Path(tempfile.mkdtemp(prefix="q-", dir=base))
-    try:
-        yield work
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
-
-
-def _stage(
-    root: Path, picked: Sequence[DatasetEntry], work: Path, first: int = 0
-) -> list[StagedTable]:
-    staged = []
-    for n, entry in enumerate(picked, start=first):
-        table = _stage_dataset(root, entry, work / f"t{n}")
-        if table is not None:
-            staged.append(table)
-    return staged
-
-
 def _with_tables(root: Path, query: str, work: Path, run: Callable[[list[StagedTable]], T]) -> T:
     """``run`` over the datasets the query mentions; again over every dataset when the
     engine found a table missing and some dataset was left out."""
     mentioned = datasets_in_query(root, query)
-    staged = _stage(root, mentioned, work)
+    staged = stage(root, mentioned, work)
     try:
         return run(staged)
     except InvalidQuery as e:
@@ -265,7 +135,7 @@ def _with_tables(root: Path, query: str, work: Path, run: Callable[[list[StagedT
         if not rest:
             raise _with_hint(e, query, every) from None
     try:
-        return run(staged + _stage(root, rest, work, first=len(mentioned)))
+        return run(staged + stage(root, rest, work, first=len(mentioned)))
     except InvalidQuery as e:
         if not any(m in str(e).lower() for m in _MISSING_TABLE):
             raise
@@ -346,7 +216,7 @@ def run_embedded(root: Path, query: str, *, without_pandas: bool = False) -> pa.
     from node.sql.embedded import run_datafusion
 
     _check_query(query)
-    with _staged(root) as work:
+    with work_dir(root) as work:
         return _with_tables(
             root,
             query,
@@ -390,7 +260,7 @@ def run_sql(
     output_path = Path(output_path)
     if engine is not None and sql_engine == "spark":
         spark = engine
-        with _staged(ws.root) as work:
+        with work_dir(ws.root) as work:
             out = work / "result.parquet"
             num_records = _with_tables(
                 ws.root, query, work, lambda staged: _run_spark(staged, query, out, spark)
