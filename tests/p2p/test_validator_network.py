@@ -181,7 +181,8 @@ async def test_validators_attest_and_the_network_marks_the_cheat_disputed(
                         f"cheat attestations on {ws.root.parent.name}",
                     )
                 # Inputs were followed and checked too (root integrity).
-                assert src.to_did_odf() in v1.follow_list and src2.to_did_odf() in v1.follow_list
+                followed = v1.follows.entries
+                assert src.to_did_odf() in followed and src2.to_did_odf() in followed
                 for ws in (ws_v1, ws_o):
                     await wait_for_verdicts(
                         ws, src, validators, {Verdict.REPRODUCED: 4}, "root attestations"
