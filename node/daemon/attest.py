@@ -10,7 +10,8 @@ heads of a publisher with confirmed divergence or equivocation evidence are not
 replicated (`AttestationService.refusal`, `node.validation.disputes.refusal_reason`). This node's
 own attestations (when it validates) are published here and gossiped again when peers
 join the topic. HTTP: ``GET/POST /{dataset}/attestations`` (`node.http.attestations`) and
-``GET /api/disputes`` (`AttestationService.api_disputes`).
+``GET /api/disputes`` (`AttestationService.publisher_records_json`, served by
+`node.daemon.web`).
 """
 
 from __future__ import annotations
@@ -21,8 +22,6 @@ import logging
 from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any, Final
-
-from aiohttp import web
 
 from fbs.did import DatasetId
 from fbs.errors import FbsError, OdfError
@@ -294,8 +293,9 @@ class AttestationService:
             event(logging.WARNING, "refusing new heads", dataset=did.to_did_odf(), reason=reason)
         return reason
 
-    async def api_disputes(self, request: web.Request) -> web.StreamResponse:
+    async def publisher_records_json(self) -> list[dict[str, Any]]:
+        """``GET /api/disputes``: every publisher's record under this node's policy."""
         records = await self.threads.run(
             publisher_records, self.ws, store=self.store, head_store=self.head_store
         )
-        return web.json_response([r.to_dict(self.policy) for r in records])
+        return [r.to_dict(self.policy) for r in records]

@@ -10,7 +10,8 @@ are refused (`node.http.auth`). On top come the attestation routes
   unfollows (`node.daemon.follow.FollowList`);
 * ``/api/network/{ref}``: what the network says about a dataset (DID or multibase id;
   `node.daemon.pulls.PullScheduler.resolve`);
-* ``/api/disputes``: `node.daemon.attest.AttestationService.api_disputes`.
+* ``/api/disputes``: every publisher's record under the node's dispute policy
+  (`node.daemon.attest.AttestationService.publisher_records_json`).
 
 Live ``/api/status`` and ``/api/peers`` come from the callables given to `DaemonWeb.start`.
 """
@@ -118,7 +119,7 @@ class DaemonWeb:
             *attestation_routes(),
             Route("*", "/api/follow", self._api_follow),
             Route("*", "/api/network/{ref}", self._api_network),
-            Route("GET", "/api/disputes", self._attest.api_disputes),
+            Route("GET", "/api/disputes", self._api_disputes),
         )
 
     def _attach(self, app: web.Application) -> None:
@@ -144,6 +145,9 @@ class DaemonWeb:
         except UsageError as e:
             return web.json_response({"error": str(e)}, status=400)
         return web.json_response({"followed": entry, "follow": follows.entries})
+
+    async def _api_disputes(self, _request: web.Request) -> web.StreamResponse:
+        return web.json_response(await self._attest.publisher_records_json())
 
     async def _api_network(self, request: web.Request) -> web.StreamResponse:
         if request.method != "GET":
