@@ -6,6 +6,7 @@ import flatbuffers
 from flatbuffers.compat import import_numpy
 np = import_numpy()
 
+# Data ingested into a root dataset.
 class AddData(object):
     __slots__ = ['_tab']
 

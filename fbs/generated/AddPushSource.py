@@ -6,6 +6,7 @@ import flatbuffers
 from flatbuffers.compat import import_numpy
 np = import_numpy()
 
+# Declare a push source.
 class AddPushSource(object):
     __slots__ = ['_tab']
 

@@ -6,6 +6,7 @@ import flatbuffers
 from flatbuffers.compat import import_numpy
 np = import_numpy()
 
+# An embedded attachment (e.g. README).
 class AttachmentEmbedded(object):
     __slots__ = ['_tab']
 

@@ -6,6 +6,7 @@ import flatbuffers
 from flatbuffers.compat import import_numpy
 np = import_numpy()
 
+# Attachments stored in the block.
 class AttachmentsEmbedded(object):
     __slots__ = ['_tab']
 

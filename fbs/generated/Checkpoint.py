@@ -6,6 +6,7 @@ import flatbuffers
 from flatbuffers.compat import import_numpy
 np = import_numpy()
 
+# An engine/ingest checkpoint file.
 class Checkpoint(object):
     __slots__ = ['_tab']
 

@@ -2,6 +2,7 @@
 
 # namespace: 
 
+# Archive format of `PrepStepDecompress` (int32).
 class CompressionFormat(object):
     Gzip = 0
     Zip = 1

@@ -6,6 +6,7 @@ import flatbuffers
 from flatbuffers.compat import import_numpy
 np = import_numpy()
 
+# A named, typed column.
 class DataField(object):
     __slots__ = ['_tab']
 

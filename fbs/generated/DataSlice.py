@@ -6,6 +6,7 @@ import flatbuffers
 from flatbuffers.compat import import_numpy
 np = import_numpy()
 
+# A data file added by a block.
 class DataSlice(object):
     __slots__ = ['_tab']
 

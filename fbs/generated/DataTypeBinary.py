@@ -6,6 +6,7 @@ import flatbuffers
 from flatbuffers.compat import import_numpy
 np = import_numpy()
 
+# Bytes; ``fixed_length`` set for fixed-size binary.
 class DataTypeBinary(object):
     __slots__ = ['_tab']
 

@@ -6,6 +6,7 @@ import flatbuffers
 from flatbuffers.compat import import_numpy
 np = import_numpy()
 
+# Calendar date.
 class DataTypeDate(object):
     __slots__ = ['_tab']
 

@@ -6,6 +6,7 @@ import flatbuffers
 from flatbuffers.compat import import_numpy
 np = import_numpy()
 
+# Fixed-point decimal.
 class DataTypeDecimal(object):
     __slots__ = ['_tab']
 

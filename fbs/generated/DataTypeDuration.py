@@ -6,6 +6,7 @@ import flatbuffers
 from flatbuffers.compat import import_numpy
 np = import_numpy()
 
+# Elapsed time.
 class DataTypeDuration(object):
     __slots__ = ['_tab']
 

@@ -6,6 +6,7 @@ import flatbuffers
 from flatbuffers.compat import import_numpy
 np = import_numpy()
 
+# Half-precision float.
 class DataTypeFloat16(object):
     __slots__ = ['_tab']
 

@@ -6,6 +6,7 @@ import flatbuffers
 from flatbuffers.compat import import_numpy
 np = import_numpy()
 
+# Single-precision float.
 class DataTypeFloat32(object):
     __slots__ = ['_tab']
 

@@ -6,6 +6,7 @@ import flatbuffers
 from flatbuffers.compat import import_numpy
 np = import_numpy()
 
+# Double-precision float.
 class DataTypeFloat64(object):
     __slots__ = ['_tab']
 

@@ -6,6 +6,7 @@ import flatbuffers
 from flatbuffers.compat import import_numpy
 np = import_numpy()
 
+# Signed 16-bit integer.
 class DataTypeInt16(object):
     __slots__ = ['_tab']
 

@@ -6,6 +6,7 @@ import flatbuffers
 from flatbuffers.compat import import_numpy
 np = import_numpy()
 
+# List of ``item_type``; ``fixed_length`` for fixed-size lists.
 class DataTypeList(object):
     __slots__ = ['_tab']
 

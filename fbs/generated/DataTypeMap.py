@@ -6,6 +6,7 @@ import flatbuffers
 from flatbuffers.compat import import_numpy
 np = import_numpy()
 
+# Map from ``key_type`` to ``value_type``.
 class DataTypeMap(object):
     __slots__ = ['_tab']
 

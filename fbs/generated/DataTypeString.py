@@ -6,6 +6,7 @@ import flatbuffers
 from flatbuffers.compat import import_numpy
 np = import_numpy()
 
+# UTF-8 string.
 class DataTypeString(object):
     __slots__ = ['_tab']
 

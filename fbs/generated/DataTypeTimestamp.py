@@ -6,6 +6,7 @@ import flatbuffers
 from flatbuffers.compat import import_numpy
 np = import_numpy()
 
+# Instant; absent unit/timezone mean Millisecond/UTC (never normalized).
 class DataTypeTimestamp(object):
     __slots__ = ['_tab']
 

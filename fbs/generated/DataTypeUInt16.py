@@ -6,6 +6,7 @@ import flatbuffers
 from flatbuffers.compat import import_numpy
 np = import_numpy()
 
+# Unsigned 16-bit integer.
 class DataTypeUInt16(object):
     __slots__ = ['_tab']
 

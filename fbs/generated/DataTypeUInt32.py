@@ -6,6 +6,7 @@ import flatbuffers
 from flatbuffers.compat import import_numpy
 np = import_numpy()
 
+# Unsigned 32-bit integer.
 class DataTypeUInt32(object):
     __slots__ = ['_tab']
 

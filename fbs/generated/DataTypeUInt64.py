@@ -6,6 +6,7 @@ import flatbuffers
 from flatbuffers.compat import import_numpy
 np = import_numpy()
 
+# Unsigned 64-bit integer.
 class DataTypeUInt64(object):
     __slots__ = ['_tab']
 

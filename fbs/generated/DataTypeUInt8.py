@@ -6,6 +6,7 @@ import flatbuffers
 from flatbuffers.compat import import_numpy
 np = import_numpy()
 
+# Unsigned 8-bit integer.
 class DataTypeUInt8(object):
     __slots__ = ['_tab']
 

@@ -2,6 +2,7 @@
 
 # namespace: 
 
+# Root (ingests external data) or Derivative (transforms other datasets) (int32).
 class DatasetKind(object):
     Root = 0
     Derivative = 1

@@ -6,6 +6,7 @@ import flatbuffers
 from flatbuffers.compat import import_numpy
 np = import_numpy()
 
+# Declarative dataset definition: alias, kind and initial events.
 class DatasetSnapshot(object):
     __slots__ = ['_tab']
 

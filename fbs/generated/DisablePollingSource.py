@@ -6,6 +6,7 @@ import flatbuffers
 from flatbuffers.compat import import_numpy
 np = import_numpy()
 
+# Disable the polling source.
 class DisablePollingSource(object):
     __slots__ = ['_tab']
 

@@ -6,6 +6,7 @@ import flatbuffers
 from flatbuffers.compat import import_numpy
 np = import_numpy()
 
+# Environment variable of a fetch container.
 class EnvVar(object):
     __slots__ = ['_tab']
 

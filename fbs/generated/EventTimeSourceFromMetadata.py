@@ -6,6 +6,7 @@ import flatbuffers
 from flatbuffers.compat import import_numpy
 np = import_numpy()
 
+# Event time from the source's metadata (e.g. Last-Modified).
 class EventTimeSourceFromMetadata(object):
     __slots__ = ['_tab']
 

@@ -6,6 +6,7 @@ import flatbuffers
 from flatbuffers.compat import import_numpy
 np = import_numpy()
 
+# Event time extracted from the path by a regex.
 class EventTimeSourceFromPath(object):
     __slots__ = ['_tab']
 

@@ -6,6 +6,7 @@ import flatbuffers
 from flatbuffers.compat import import_numpy
 np = import_numpy()
 
+# Event time = system time of ingestion.
 class EventTimeSourceFromSystemTime(object):
     __slots__ = ['_tab']
 

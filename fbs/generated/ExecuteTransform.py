@@ -6,6 +6,7 @@ import flatbuffers
 from flatbuffers.compat import import_numpy
 np = import_numpy()
 
+# Result of a derivative transformation step.
 class ExecuteTransform(object):
     __slots__ = ['_tab']
 

@@ -6,6 +6,7 @@ import flatbuffers
 from flatbuffers.compat import import_numpy
 np = import_numpy()
 
+# Input range consumed by a transform step.
 class ExecuteTransformInput(object):
     __slots__ = ['_tab']
 

@@ -6,6 +6,7 @@ import flatbuffers
 from flatbuffers.compat import import_numpy
 np = import_numpy()
 
+# Run a container that writes data to stdout.
 class FetchStepContainer(object):
     __slots__ = ['_tab']
 

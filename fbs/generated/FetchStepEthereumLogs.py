@@ -6,6 +6,7 @@ import flatbuffers
 from flatbuffers.compat import import_numpy
 np = import_numpy()
 
+# Ingest Ethereum logs.
 class FetchStepEthereumLogs(object):
     __slots__ = ['_tab']
 

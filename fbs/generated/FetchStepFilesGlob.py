@@ -6,6 +6,7 @@ import flatbuffers
 from flatbuffers.compat import import_numpy
 np = import_numpy()
 
+# Fetch local files matching a glob.
 class FetchStepFilesGlob(object):
     __slots__ = ['_tab']
 

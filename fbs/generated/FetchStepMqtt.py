@@ -6,6 +6,7 @@ import flatbuffers
 from flatbuffers.compat import import_numpy
 np = import_numpy()
 
+# Subscribe to MQTT topics.
 class FetchStepMqtt(object):
     __slots__ = ['_tab']
 

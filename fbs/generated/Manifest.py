@@ -6,6 +6,7 @@ import flatbuffers
 from flatbuffers.compat import import_numpy
 np = import_numpy()
 
+# Envelope of stored objects: multicodec ``kind``, format ``version``, nested buffer.
 class Manifest(object):
     __slots__ = ['_tab']
 

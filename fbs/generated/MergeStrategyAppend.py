@@ -6,6 +6,7 @@ import flatbuffers
 from flatbuffers.compat import import_numpy
 np = import_numpy()
 
+# Append all records.
 class MergeStrategyAppend(object):
     __slots__ = ['_tab']
 

@@ -6,6 +6,7 @@ import flatbuffers
 from flatbuffers.compat import import_numpy
 np = import_numpy()
 
+# Input is already a changelog stream.
 class MergeStrategyChangelogStream(object):
     __slots__ = ['_tab']
 

@@ -6,6 +6,7 @@ import flatbuffers
 from flatbuffers.compat import import_numpy
 np = import_numpy()
 
+# Append-only ledger keyed by ``primary_key``.
 class MergeStrategyLedger(object):
     __slots__ = ['_tab']
 

@@ -6,6 +6,7 @@ import flatbuffers
 from flatbuffers.compat import import_numpy
 np = import_numpy()
 
+# Diff full snapshots by ``primary_key``.
 class MergeStrategySnapshot(object):
     __slots__ = ['_tab']
 

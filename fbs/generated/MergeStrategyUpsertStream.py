@@ -6,6 +6,7 @@ import flatbuffers
 from flatbuffers.compat import import_numpy
 np = import_numpy()
 
+# Input is an upsert stream.
 class MergeStrategyUpsertStream(object):
     __slots__ = ['_tab']
 

@@ -6,6 +6,7 @@ import flatbuffers
 from flatbuffers.compat import import_numpy
 np = import_numpy()
 
+# One link of a metadata chain.
 class MetadataBlock(object):
     __slots__ = ['_tab']
 

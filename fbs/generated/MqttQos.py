@@ -2,6 +2,7 @@
 
 # namespace: 
 
+# MQTT quality of service (int32).
 class MqttQos(object):
     AtMostOnce = 0
     AtLeastOnce = 1

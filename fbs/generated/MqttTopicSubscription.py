@@ -6,6 +6,7 @@ import flatbuffers
 from flatbuffers.compat import import_numpy
 np = import_numpy()
 
+# MQTT topic filter and QoS.
 class MqttTopicSubscription(object):
     __slots__ = ['_tab']
 

@@ -6,6 +6,7 @@ import flatbuffers
 from flatbuffers.compat import import_numpy
 np = import_numpy()
 
+# Closed interval of record offsets ``[start, end]``.
 class OffsetInterval(object):
     __slots__ = ['_tab']
 

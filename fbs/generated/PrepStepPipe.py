@@ -6,6 +6,7 @@ import flatbuffers
 from flatbuffers.compat import import_numpy
 np = import_numpy()
 
+# Pipe data through a command.
 class PrepStepPipe(object):
     __slots__ = ['_tab']
 

@@ -6,6 +6,7 @@ import flatbuffers
 from flatbuffers.compat import import_numpy
 np = import_numpy()
 
+# Run a query over input files, writing one output file.
 class RawQueryRequest(object):
     __slots__ = ['_tab']
 

@@ -6,6 +6,7 @@ import flatbuffers
 from flatbuffers.compat import import_numpy
 np = import_numpy()
 
+# Query finished.
 class RawQueryResponseSuccess(object):
     __slots__ = ['_tab']
 

@@ -6,6 +6,7 @@ import flatbuffers
 from flatbuffers.compat import import_numpy
 np = import_numpy()
 
+# Read an ESRI shapefile archive.
 class ReadStepEsriShapefile(object):
     __slots__ = ['_tab']
 

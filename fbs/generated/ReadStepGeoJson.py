@@ -6,6 +6,7 @@ import flatbuffers
 from flatbuffers.compat import import_numpy
 np = import_numpy()
 
+# Read a GeoJSON FeatureCollection.
 class ReadStepGeoJson(object):
     __slots__ = ['_tab']
 

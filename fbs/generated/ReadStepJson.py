@@ -6,6 +6,7 @@ import flatbuffers
 from flatbuffers.compat import import_numpy
 np = import_numpy()
 
+# Read a JSON document (array of records, optionally under ``sub_path``).
 class ReadStepJson(object):
     __slots__ = ['_tab']
 

@@ -6,6 +6,7 @@ import flatbuffers
 from flatbuffers.compat import import_numpy
 np = import_numpy()
 
+# First block of every dataset: its identity and kind.
 class Seed(object):
     __slots__ = ['_tab']
 

@@ -6,6 +6,7 @@ import flatbuffers
 from flatbuffers.compat import import_numpy
 np = import_numpy()
 
+# Replace the dataset's attachments.
 class SetAttachments(object):
     __slots__ = ['_tab']
 

@@ -6,6 +6,7 @@ import flatbuffers
 from flatbuffers.compat import import_numpy
 np = import_numpy()
 
+# Dataset schema (``raw_arrow_schema`` = deprecated Arrow IPC flatbuffer bytes).
 class SetDataSchema(object):
     __slots__ = ['_tab']
 

@@ -6,6 +6,7 @@ import flatbuffers
 from flatbuffers.compat import import_numpy
 np = import_numpy()
 
+# Define a derivative transformation.
 class SetTransform(object):
     __slots__ = ['_tab']
 

@@ -6,6 +6,7 @@ import flatbuffers
 from flatbuffers.compat import import_numpy
 np = import_numpy()
 
+# Override system column names.
 class SetVocab(object):
     __slots__ = ['_tab']
 

@@ -6,6 +6,7 @@ import flatbuffers
 from flatbuffers.compat import import_numpy
 np = import_numpy()
 
+# Fetch once, never re-fetch.
 class SourceCachingForever(object):
     __slots__ = ['_tab']
 

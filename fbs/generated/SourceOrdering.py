@@ -2,6 +2,7 @@
 
 # namespace: 
 
+# Order in which `FetchStepFilesGlob` processes files (int32).
 class SourceOrdering(object):
     ByEventTime = 0
     ByName = 1

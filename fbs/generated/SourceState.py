@@ -6,6 +6,7 @@ import flatbuffers
 from flatbuffers.compat import import_numpy
 np = import_numpy()
 
+# Resumption state of a source (e.g. ``odf/etag``).
 class SourceState(object):
     __slots__ = ['_tab']
 

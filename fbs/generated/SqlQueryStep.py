@@ -6,6 +6,7 @@ import flatbuffers
 from flatbuffers.compat import import_numpy
 np = import_numpy()
 
+# One named SQL step (the step without alias is the output).
 class SqlQueryStep(object):
     __slots__ = ['_tab']
 

@@ -6,6 +6,7 @@ import flatbuffers
 from flatbuffers.compat import import_numpy
 np = import_numpy()
 
+# An input to be treated as a temporal table.
 class TemporalTable(object):
     __slots__ = ['_tab']
 

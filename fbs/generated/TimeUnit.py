@@ -2,6 +2,7 @@
 
 # namespace: 
 
+# Unit of time-based data types (int16 in the schema).
 class TimeUnit(object):
     Second = 0
     Millisecond = 1

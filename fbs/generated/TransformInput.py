@@ -6,6 +6,7 @@ import flatbuffers
 from flatbuffers.compat import import_numpy
 np = import_numpy()
 
+# Input of a derivative dataset: textual DatasetRef (``did:odf:...`` or alias).
 class TransformInput(object):
     __slots__ = ['_tab']
 

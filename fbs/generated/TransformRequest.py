@@ -6,6 +6,7 @@ import flatbuffers
 from flatbuffers.compat import import_numpy
 np = import_numpy()
 
+# Ask an engine to run one transformation step.
 class TransformRequest(object):
     __slots__ = ['_tab']
 

@@ -6,6 +6,7 @@ import flatbuffers
 from flatbuffers.compat import import_numpy
 np = import_numpy()
 
+# One input of a transform request.
 class TransformRequestInput(object):
     __slots__ = ['_tab']
 

@@ -6,6 +6,7 @@ import flatbuffers
 from flatbuffers.compat import import_numpy
 np = import_numpy()
 
+# The engine failed.
 class TransformResponseInternalError(object):
     __slots__ = ['_tab']
 

@@ -6,6 +6,7 @@ import flatbuffers
 from flatbuffers.compat import import_numpy
 np = import_numpy()
 
+# The query is invalid.
 class TransformResponseInvalidQuery(object):
     __slots__ = ['_tab']
 

@@ -6,6 +6,7 @@ import flatbuffers
 from flatbuffers.compat import import_numpy
 np = import_numpy()
 
+# Root table of a transform response message.
 class TransformResponseRoot(object):
     __slots__ = ['_tab']
 

@@ -6,6 +6,7 @@ import flatbuffers
 from flatbuffers.compat import import_numpy
 np = import_numpy()
 
+# SQL transform executed by ``engine``.
 class TransformSql(object):
     __slots__ = ['_tab']
 

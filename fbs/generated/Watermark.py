@@ -6,6 +6,7 @@ import flatbuffers
 from flatbuffers.compat import import_numpy
 np = import_numpy()
 
+# An explicit watermark of an input: block system time -> event time.
 class Watermark(object):
     __slots__ = ['_tab']
 
