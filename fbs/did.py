@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import re
 import struct
+from dataclasses import dataclass
 from typing import Final
 
 from fbs.errors import InvalidDid, InvalidMultiformat, InvalidName
-from fbs.frozen import ordered_model, positional_model
 from fbs.multiformats import decode_multibase, encode_multibase
 
 DID_ODF_PREFIX: Final = "did:odf:"
@@ -36,7 +36,7 @@ _NAME_RE: Final = re.compile(r"[a-zA-Z0-9]+(?:-[a-zA-Z0-9]+)*(?:\.[a-zA-Z0-9]+(?
 _U64: Final = (1 << 64) - 1
 
 
-@ordered_model
+@dataclass(frozen=True, slots=True, order=True)
 class DatasetId:
     """The identity of a dataset (or account): an ed25519 public key.
 
@@ -215,7 +215,7 @@ def _check_name(kind: str, value: object) -> None:
         )
 
 
-@positional_model
+@dataclass(frozen=True, slots=True)
 class DatasetName:
     """A dataset name such as ``com.example.prices``.
 
@@ -244,7 +244,7 @@ class DatasetName:
         return self.value
 
 
-@positional_model
+@dataclass(frozen=True, slots=True)
 class AccountName:
     """An account name such as ``alice``; same syntax and comparison rules as `DatasetName`.
 
@@ -270,7 +270,7 @@ class AccountName:
         return self.value
 
 
-@positional_model
+@dataclass(frozen=True, slots=True)
 class DatasetAlias:
     """A local dataset alias: ``[account/]name``.
 

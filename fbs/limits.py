@@ -7,9 +7,8 @@ nesting, shared sub-objects referenced many times, huge vectors) cheap.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Final
-
-from fbs.frozen import positional_model
 
 __all__ = [
     "DEFAULT_LIMITS",
@@ -37,7 +36,7 @@ MAX_TOTAL_OBJECTS: Final = 200_000
 MAX_DECODED_BYTES: Final = 64 * 1024 * 1024
 
 
-@positional_model
+@dataclass(frozen=True, slots=True)
 class DecodeLimits:
     """Bounds applied while decoding untrusted flatbuffers.
 

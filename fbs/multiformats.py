@@ -16,10 +16,10 @@ from __future__ import annotations
 
 import hashlib
 import re
+from dataclasses import dataclass
 from typing import Final
 
 from fbs.errors import InvalidHash, InvalidMultiformat
-from fbs.frozen import ordered_model
 
 # Multicodec codes used by ODF.
 SHA2_256: Final = 0x12
@@ -164,7 +164,7 @@ def _library_decode(text: str) -> bytes:
         raise InvalidMultiformat(f"invalid multibase text {text!r}: {e}") from None
 
 
-@ordered_model
+@dataclass(frozen=True, slots=True, order=True)
 class Multihash:
     """A multihash: hash-function code plus digest.
 

@@ -13,7 +13,7 @@ Nothing here does I/O or imports outside `fbs`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Final, Literal, NamedTuple
 
 from fbs.model import (
@@ -104,10 +104,10 @@ def strip_attributes(t: DataType) -> DataType:
     if isinstance(t, DataTypeOption):
         return DataTypeOption(inner=strip_attributes(t.inner))
     if isinstance(t, DataTypeList):
-        return replace(t, item_type=strip_attributes(t.item_type))
+        return t.replace(item_type=strip_attributes(t.item_type))
     if isinstance(t, DataTypeMap):
-        return replace(
-            t, key_type=strip_attributes(t.key_type), value_type=strip_attributes(t.value_type)
+        return t.replace(
+            key_type=strip_attributes(t.key_type), value_type=strip_attributes(t.value_type)
         )
     return t
 
@@ -189,8 +189,8 @@ def evolve_schema(current: DataSchema, output: DataSchema) -> DataSchema | None:
         elif isinstance(f.type, DataTypeOption):
             fields.append(f)
         else:
-            fields.append(replace(f, type=DataTypeOption(inner=f.type)))
-    return replace(current, fields=tuple(fields))
+            fields.append(f.replace(type=DataTypeOption(inner=f.type)))
+    return current.replace(fields=tuple(fields))
 
 
 # -- transforms ---------------------------------------------------------------------------------
@@ -203,5 +203,5 @@ def normalize_transform(transform: Transform) -> Transform:
         and transform.query is not None
         and not transform.queries
     ):
-        return replace(transform, query=None, queries=(SqlQueryStep(query=transform.query),))
+        return transform.replace(query=None, queries=(SqlQueryStep(query=transform.query),))
     return transform

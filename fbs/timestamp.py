@@ -13,10 +13,10 @@ from __future__ import annotations
 import datetime as _dt
 import re
 import time
+from dataclasses import dataclass
 from typing import Final
 
 from fbs.errors import InvalidTimestamp
-from fbs.frozen import ordered_model
 
 NANOS_PER_SECOND: Final = 1_000_000_000
 SECONDS_PER_DAY: Final = 86_400
@@ -77,7 +77,7 @@ def _civil_year_from_days(days: int) -> int:
     return yoe + era * 400 + (1 if month <= 2 else 0)
 
 
-@ordered_model
+@dataclass(frozen=True, slots=True, order=True)
 class Timestamp:
     """A UTC instant with nanosecond precision.
 

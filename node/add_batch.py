@@ -21,7 +21,7 @@ Pure: no I/O.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from fbs.did import AccountName, DatasetAlias
 from fbs.errors import InvalidName, ManifestError, ManifestFieldError
@@ -80,7 +80,7 @@ def _qualified_input(item: TransformInput, account: AccountName | None) -> Trans
     if account is None or not isinstance(ref, DatasetAlias) or ref.account_name is not None:
         return item
     # The alias (the SQL table name) stays the reference as written, as in kamu.
-    return replace(item, dataset_ref=f"{account}/{ref}")
+    return item.replace(dataset_ref=f"{account}/{ref}")
 
 
 def apply_account(snapshot: DatasetSnapshot, account: AccountName | None) -> DatasetSnapshot:
@@ -94,12 +94,12 @@ def apply_account(snapshot: DatasetSnapshot, account: AccountName | None) -> Dat
     """
     name = _qualified_name(snapshot.name, account)
     events = tuple(
-        replace(e, inputs=tuple(_qualified_input(i, account) for i in e.inputs))
+        e.replace(inputs=tuple(_qualified_input(i, account) for i in e.inputs))
         if isinstance(e, SetTransform)
         else e
         for e in snapshot.metadata
     )
-    return replace(snapshot, name=name, metadata=events)
+    return snapshot.replace(name=name, metadata=events)
 
 
 def _input_keys(snapshot: DatasetSnapshot) -> set[str]:

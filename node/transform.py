@@ -160,10 +160,10 @@ def pin_engine_version(snapshot: DatasetSnapshot) -> DatasetSnapshot:
             and t.version is None
         ):
             identity = identity or engine_identity()
-            event = dataclasses.replace(event, transform=dataclasses.replace(t, version=identity))
+            event = event.replace(transform=t.replace(version=identity))
             changed = True
         events.append(event)
-    return dataclasses.replace(snapshot, metadata=tuple(events)) if changed else snapshot
+    return snapshot.replace(metadata=tuple(events)) if changed else snapshot
 
 
 def _sql_transforms(event: object) -> list[TransformSql]:
@@ -232,14 +232,14 @@ def retarget_engine(snapshot: DatasetSnapshot, engine: str) -> DatasetSnapshot:
         for t in _sql_transforms(event):
             if t.engine == engine:
                 continue
-            moved = dataclasses.replace(t, engine=engine, version=None)
+            moved = t.replace(engine=engine, version=None)
             if isinstance(event, SetTransform):
-                event = dataclasses.replace(event, transform=moved)
+                event = event.replace(transform=moved)
             elif isinstance(event, AddPushSource | SetPollingSource):
-                event = dataclasses.replace(event, preprocess=moved)
+                event = event.replace(preprocess=moved)
             changed = True
         events.append(event)
-    return dataclasses.replace(snapshot, metadata=tuple(events)) if changed else snapshot
+    return snapshot.replace(metadata=tuple(events)) if changed else snapshot
 
 
 def identity_warning(transform: TransformSql, current: str) -> str | None:

@@ -364,7 +364,7 @@ class Workspace:
         if isinstance(event, SetTransform):
             return self._normalize_inputs(event)
         if isinstance(event, AddPushSource | SetPollingSource) and event.preprocess is not None:
-            return replace(event, preprocess=normalize_transform(event.preprocess))
+            return event.replace(preprocess=normalize_transform(event.preprocess))
         return event
 
     def _lookup(self, ref: str) -> DatasetEntry | None:

@@ -17,8 +17,6 @@ needs the workspace and happens when the dataset is added. Pure: no I/O.
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from fbs.did import DID_KEY_PREFIX, DID_ODF_PREFIX, DatasetAlias, DatasetId
 from fbs.errors import InvalidDid, InvalidName, ManifestFieldError
 from fbs.model import DatasetSnapshot, SetTransform, TransformInput
@@ -86,6 +84,6 @@ def canonicalize_snapshot(snapshot: DatasetSnapshot) -> DatasetSnapshot:
             inputs = tuple(
                 canonical_input(item, f"{path}[{j}]") for j, item in enumerate(event.inputs)
             )
-            event = replace(event, inputs=inputs)
+            event = event.replace(inputs=inputs)
         events.append(event)
-    return replace(snapshot, metadata=tuple(events))
+    return snapshot.replace(metadata=tuple(events))

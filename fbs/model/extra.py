@@ -6,12 +6,10 @@ import decimal
 import json
 import math
 from collections.abc import Mapping
-from dataclasses import field
+from dataclasses import dataclass, field
 from typing import Any
 
 from fbs.errors import InvalidValue
-from fbs.frozen import positional_model
-from fbs.model import schema as s
 
 __all__ = ["ExtraAttributes", "canonical_json"]
 
@@ -103,8 +101,7 @@ def format_float_like_serde(value: float) -> str:
     return ("-" if sign else "") + text
 
 
-@s.table(s.json_object("attributes"))
-@positional_model
+@dataclass(frozen=True, slots=True)
 class ExtraAttributes:
     """Custom ``<domain>/<path>`` keyed attributes (a JSON object).
 

@@ -1,19 +1,17 @@
 """Schema descriptors: the reflection API over the model classes.
 
-Every model class is declared with `table(...)`, which attaches a `TableDesc` listing
-its fields in flatbuffers slot order. Codecs (binary, YAML) and validators walk these
-descriptors generically instead of hard-coding per-table logic.
+Every model class is registered with `table(...)`, which records a `TableDesc` listing
+its fields in flatbuffers slot order (the calls are generated with the classes from
+fbs/schema/odf.fbs by ``scripts/gen-model``). Codecs (binary, YAML) and validators walk
+these descriptors generically instead of hard-coding per-table logic.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import enum
 from collections.abc import Callable
-from dataclasses import field
+from dataclasses import dataclass, field
 from typing import Any, Final, TypeVar
-
-from fbs.frozen import positional_model
 
 __all__ = [
     "BOOL",
@@ -57,7 +55,7 @@ class FieldKind(enum.Enum):
     VEC_UNION = "vec_union"  #: ``[Wrapper]`` of a union -> `tuple[variant, ...]`
 
 
-@positional_model
+@dataclass(frozen=True, slots=True)
 class ScalarType:
     """A flatbuffers scalar type: name, ``struct`` format, inclusive range."""
 
@@ -86,7 +84,7 @@ def _camel(name: str) -> str:
     return head + "".join(p[:1].upper() + p[1:] for p in rest)
 
 
-@positional_model
+@dataclass(frozen=True, slots=True)
 class FieldDesc:
     """One field of a table, in slot order.
 
@@ -135,7 +133,7 @@ class FieldDesc:
         return union_of(self.ref)
 
 
-@positional_model
+@dataclass(frozen=True, slots=True)
 class TableDesc:
     """A table: schema name, model class, fields in slot order, number of vtable slots."""
 
@@ -145,7 +143,7 @@ class TableDesc:
     num_slots: int
 
 
-@positional_model
+@dataclass(frozen=True, slots=True)
 class VariantDesc:
     """One member of a union: type code (1-based), model class, YAML tag (e.g. ``Csv``)."""
 
@@ -154,7 +152,7 @@ class VariantDesc:
     tag: str
 
 
-@positional_model
+@dataclass(frozen=True, slots=True)
 class UnionDesc:
     """A union: schema name and its variants in type-code order."""
 
@@ -178,7 +176,7 @@ class UnionDesc:
 # `table()` receives these partial specs and assigns slots in declaration order.
 
 
-@positional_model
+@dataclass(frozen=True, slots=True)
 class _Spec:
     """A field as declared to `table`, before slots are assigned."""
 
@@ -259,16 +257,18 @@ _C = TypeVar("_C", bound=type)
 
 
 def table(*specs: _Spec, name: str | None = None) -> Callable[[_C], _C]:
-    """Class decorator registering a dataclass as the model of a schema table.
+    """Class decorator registering a class as the model of a schema table.
 
-    The dataclass fields must match ``specs`` by name and order (checked at import).
+    ``specs`` are its fields in schema order, which are the keyword arguments of the
+    class (the generated classes are written from the same schema; tests check the
+    signatures of all).
+
+    Raises:
+        TypeError: if a table of that name is registered already.
     """
 
     def wrap(cls: _C) -> _C:
         tname = name or cls.__name__
-        names = [f.name for f in dataclasses.fields(cls) if f.init]
-        if names != [s.name for s in specs]:
-            raise TypeError(f"{tname}: dataclass fields {names} do not match the schema specs")
         fields: list[FieldDesc] = []
         slot = 0
         for s in specs:
@@ -299,13 +299,15 @@ def table(*specs: _Spec, name: str | None = None) -> Callable[[_C], _C]:
     return wrap
 
 
-def union(name: str, prefix: str, *members: type) -> UnionDesc:
-    """Register a union; type codes are 1-based positions, tags drop ``prefix``."""
+def union(name: str, *members: type) -> UnionDesc:
+    """Register a union; type codes are 1-based positions, tags drop the union's name.
+
+    (``ReadStepCsv`` of ``ReadStep`` is tagged ``Csv``; ``AddData`` of ``MetadataEvent``
+    keeps its name.)
+    """
     variants = []
     for i, cls in enumerate(members, start=1):
-        tag = cls.__name__
-        if prefix and tag.startswith(prefix):
-            tag = tag[len(prefix) :]
+        tag = cls.__name__.removeprefix(name) or cls.__name__
         variants.append(VariantDesc(i, cls, tag))
     desc = UnionDesc(
         name,

@@ -364,7 +364,7 @@ def _renamed(
         raise UsageError(f"--name needs exactly one manifest, got {len(items)}")
     (item,) = items
     try:
-        snapshot = apply_account(replace(item.snapshot, name=name), account)
+        snapshot = apply_account(item.snapshot.replace(name=name), account)
     except ManifestError as e:
         raise ManifestError(f"--name: {e}") from None
     return [replace(item, snapshot=snapshot)]

@@ -382,15 +382,13 @@ def _as_recorded(again: ExecuteTransform, recorded: ExecuteTransform) -> Execute
     reproduce is everything else, the data's logical hash included.
     """
     if again.new_data is not None and recorded.new_data is not None:
-        again = dataclasses.replace(
-            again,
-            new_data=dataclasses.replace(
-                again.new_data,
+        again = again.replace(
+            new_data=again.new_data.replace(
                 physical_hash=recorded.new_data.physical_hash,
                 size=recorded.new_data.size,
             ),
         )
-    return dataclasses.replace(again, new_checkpoint=recorded.new_checkpoint)
+    return again.replace(new_checkpoint=recorded.new_checkpoint)
 
 
 def _replay_one(ws: Workspace, did: DatasetId, engine: EngineClient, identity: str) -> ReplayReport:

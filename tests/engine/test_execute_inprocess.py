@@ -17,7 +17,6 @@ the JVM starts once, and a child opens its own py4j connections.
 from __future__ import annotations
 
 import collections
-import dataclasses
 import datetime as dt
 import os
 import threading
@@ -281,16 +280,16 @@ def test_one_scan_reads_retained_rows_and_unfiltered_slices_together(tmp_path: P
     assert sorted(r["offset"] for r in df.collect()) == [0, 1, 2, 3, 4]
     # Each condition alone sends the input the ordinary way.
     filtered = InputPlan(slices=(SlicePlan(str(new), True),), total_bytes=1)
-    no_schema = dataclasses.replace(inp, schema_file=str(tmp_path / "missing.parquet"))
+    no_schema = inp.replace(schema_file=str(tmp_path / "missing.parquet"))
     other = _slice(tmp_path, "other/part-0.parquet", 0, 1)
     pq.write_table(pq.read_table(other).drop(["city"]), other)
     for args in (
         (inp, plan, []),
         (inp, InputPlan(slices=(), total_bytes=0), [retained]),
-        (dataclasses.replace(inp, offset_interval=None), plan, [retained]),
+        (inp.replace(offset_interval=None), plan, [retained]),
         (inp, filtered, [retained]),
         (no_schema, plan, [retained]),
-        (dataclasses.replace(inp, schema_file=None), plan, [retained]),
+        (inp.replace(schema_file=None), plan, [retained]),
         (inp, plan, [other]),
     ):
         assert execute._one_scan(session, *args) is None, args
@@ -515,9 +514,7 @@ def test_the_op_column_takes_the_output_vocabulary_name(
     work = tmp_path / "work"
     work.mkdir()
     request = runner.request(work)
-    request = dataclasses.replace(
-        request, vocab=dataclasses.replace(request.vocab, operation_type_column="change")
-    )
+    request = request.replace(vocab=request.vocab.replace(operation_type_column="change"))
     result = engine.execute_transform(request)
     assert type(result).__name__ == "TransformResponseSuccess", result
     table = pq.read_table(work / "data")

@@ -42,8 +42,7 @@ def _input(
     inp = make_input(
         seed=alias.encode(), alias=alias, paths=[path], schema_file=schema, interval=(0, 0)
     )
-    return dataclasses.replace(
-        inp,
+    return inp.replace(
         dataset_alias=dataset or alias,
         vocab=DatasetVocabulary(event_time_column=event_time),
     )
@@ -53,8 +52,7 @@ def _request(
     tmp: Path, inputs: list[TransformRequestInput], temporal: tuple[TemporalTable, ...] = ()
 ) -> TransformRequest:
     request = make_request(tmp / "out", inputs, query="SELECT 1")
-    return dataclasses.replace(
-        request,
+    return request.replace(
         transform=TransformSql(engine="spark", query="SELECT 1", temporal_tables=temporal or None),
     )
 
@@ -262,7 +260,7 @@ def test_window_mode_keeps_the_rows_of_the_oldest_open_window(
     inp = _input(tmp_path, "ev")
     times = [BASE_US + h * HOUR_US // 2 for h in range(10)]  # every half hour from 00:00
     src = _events_file(tmp_path / "slice.parquet", 0, times)
-    inp = dataclasses.replace(inp, data_paths=(str(src),), offset_interval=None)
+    inp = inp.replace(data_paths=(str(src),), offset_interval=None)
     request = _request(tmp_path, [inp])
     spec = WindowSpec("event_time", size_h * HOUR_US, slide_h * HOUR_US)
     query = dataclasses.replace(_query(), windows=(spec,))

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
 
 import grpc
@@ -414,13 +413,12 @@ def test_custom_vocabulary_and_date_event_time(
     inp = make_input(
         seed=b"cities", alias="cities", paths=[data], schema_file=schema, interval=(0, 1)
     )
-    req = dataclasses.replace(
-        make_request(
-            tmp_path / "out",
-            [inp],
-            # "offset" is a plain column under this vocabulary; OP matches "op" in any case.
-            query="SELECT CAST(event_time AS DATE) AS day, offset, op AS OP, city FROM cities",
-        ),
+    req = make_request(
+        tmp_path / "out",
+        [inp],
+        # "offset" is a plain column under this vocabulary; OP matches "op" in any case.
+        query="SELECT CAST(event_time AS DATE) AS day, offset, op AS OP, city FROM cities",
+    ).replace(
         vocab=DatasetVocabulary(
             offset_column="off",
             operation_type_column="op",

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from pathlib import Path
 
@@ -168,7 +167,7 @@ def test_set_data_schema_yaml_encodes_to_kamu_block_hash() -> None:
         {"arrow.apache.org/bufferEncoding": {"kind": "View", "offsetBitWidth": 32}}
     )
     assert fields[2].type == DataTypeOption(inner=DataTypeString())
-    block = dataclasses.replace(block, sequence_number=117)
+    block = block.replace(sequence_number=117)
     assert block_hash(encode_block(block, 2)).to_multibase() == (
         "f1620" + "33d0a65cfb9853f14830fc84e443767d9acfedd24d13c3c22bdc82f3be1b507f"
     )

@@ -216,5 +216,5 @@ def commit_forged(ws: Workspace, alias: str, engine: EngineClient) -> CommitResu
         offset_interval=output.event.new_data.offset_interval,
         size=size,
     )
-    event = dataclasses.replace(output.event, new_data=slice_)
+    event = output.event.replace(new_data=slice_)
     return commit_transform(ws, dataclasses.replace(output, event=event, data_file=fake))

@@ -288,7 +288,7 @@ def test_integrity_checks_physical_hashes_logical_ones_on_request(
     ds = store.get("claims")
     ds.commit(SCHEMA, expected_head=ds.head())
     s0, p0 = write_parquet(ws / "p0", 0, 3)
-    wrong = replace(s0, logical_hash=replace(s0.logical_hash, digest=b"\x00" * 32))
+    wrong = s0.replace(logical_hash=replace(s0.logical_hash, digest=b"\x00" * 32))
     ds.commit(AddData(new_data=wrong), expected_head=ds.head(), data_file=p0)
     capsys.readouterr()
     assert run(ws, "verify", "--integrity", "claims") == EXIT_OK

@@ -6,7 +6,6 @@ Refused batches must leave the workspace byte-for-byte unchanged (hashed tree).
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import io
 import shutil
@@ -112,7 +111,7 @@ def event_hashes(ws: Path, alias: str) -> list[Multihash]:
     for _, _, block in sorted(ds.iter_blocks(), key=lambda x: x[2].sequence_number):
         if block.sequence_number == 0:
             continue
-        same = dataclasses.replace(block, system_time=Timestamp(0), prev_block_hash=fixed)
+        same = block.replace(system_time=Timestamp(0), prev_block_hash=fixed)
         out.append(block_hash(encode_block(same)))
     return out
 

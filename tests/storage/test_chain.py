@@ -261,11 +261,11 @@ def test_offsets() -> None:
     c = root_with_schema()
     c.rejects(AddData(new_data=data_slice(1, 5)), 7)
     c.rejects(AddData(prev_offset=0, new_data=data_slice(1, 5)), 7)
-    backwards = replace(data_slice(0, 0), offset_interval=OffsetInterval(start=0, end=0))
+    backwards = data_slice(0, 0).replace(offset_interval=OffsetInterval(start=0, end=0))
     c.rejects(
         AddData(
             prev_offset=None,
-            new_data=replace(backwards, offset_interval=OffsetInterval(start=1, end=0)),
+            new_data=backwards.replace(offset_interval=OffsetInterval(start=1, end=0)),
         ),
         7,
     )
@@ -311,7 +311,7 @@ def test_add_data_no_op() -> None:
         ),
         8,
     )
-    new_state = replace(state, value="2")
+    new_state = state.replace(value="2")
     s = c.append(
         AddData(
             prev_checkpoint=cp.physical_hash,
@@ -476,12 +476,11 @@ def test_execute_transform_checkpoint_continuity() -> None:
             ),
             transform=sql(SqlQueryStep(query="q")),
         ),
-        replace(transform(IN1), transform=TransformSql(engine="e", query="select 1")),
-        replace(transform(IN1), transform=TransformSql(engine="e", queries=())),
-        replace(transform(IN1), transform=TransformSql(engine="e")),
-        replace(transform(IN1), transform=sql(SqlQueryStep(alias="out", query="q"))),
-        replace(
-            transform(IN1),
+        transform(IN1).replace(transform=TransformSql(engine="e", query="select 1")),
+        transform(IN1).replace(transform=TransformSql(engine="e", queries=())),
+        transform(IN1).replace(transform=TransformSql(engine="e")),
+        transform(IN1).replace(transform=sql(SqlQueryStep(alias="out", query="q"))),
+        transform(IN1).replace(
             transform=sql(SqlQueryStep(query="a"), SqlQueryStep(query="b")),
         ),
     ],
@@ -503,8 +502,7 @@ def test_set_transform_rejections(event: SetTransform) -> None:
 
 def test_set_transform_multi_step_ok() -> None:
     c = Chain(DatasetKind.Derivative)
-    event = replace(
-        transform(IN1),
+    event = transform(IN1).replace(
         transform=sql(SqlQueryStep(alias="tmp", query="a"), SqlQueryStep(query="b")),
     )
     assert c.append(event).transform == event
@@ -668,7 +666,7 @@ def test_replay_names_first_bad_block() -> None:
     c = full_chain()
     blocks = list(c.blocks)
     h, b = blocks[2]
-    blocks[2] = (h, replace(b, sequence_number=7))
+    blocks[2] = (h, b.replace(sequence_number=7))
     with pytest.raises(ChainRuleViolation, match="rule 2"):
         replay(blocks)
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-from dataclasses import replace
 from pathlib import Path
 
 import pyarrow as pa
@@ -235,13 +234,13 @@ def test_data_file_mismatches(tmp_path: Path) -> None:
     head = ds.head()
     with pytest.raises(InvalidCommit, match="bytes"):
         ds.commit(
-            AddData(new_data=replace(slice_, size=slice_.size + 1)),
+            AddData(new_data=slice_.replace(size=slice_.size + 1)),
             expected_head=head,
             data_file=path,
         )
     with pytest.raises(HashMismatch):
         ds.commit(
-            AddData(new_data=replace(slice_, physical_hash=Multihash.sha3_256(b"other"))),
+            AddData(new_data=slice_.replace(physical_hash=Multihash.sha3_256(b"other"))),
             expected_head=head,
             data_file=path,
         )

@@ -141,7 +141,7 @@ def test_wrong_size_and_logical_hash(tmp_path: Path) -> None:
     ds = seeded_dataset(tmp_path)
     ds.commit(SCHEMA, expected_head=ds.head())
     s0, p0 = write_parquet(tmp_path / "p0", 0, 3)
-    wrong_logical = replace(s0, logical_hash=replace(s0.logical_hash, digest=b"\x00" * 32))
+    wrong_logical = s0.replace(logical_hash=replace(s0.logical_hash, digest=b"\x00" * 32))
     ds.commit(AddData(new_data=wrong_logical), expected_head=ds.head(), data_file=p0)
     report = verify_integrity(ds)
     assert [p.kind for p in report.problems] == [ProblemKind.LOGICAL_HASH]
@@ -150,7 +150,7 @@ def test_wrong_size_and_logical_hash(tmp_path: Path) -> None:
     ds2 = seeded_dataset(tmp_path / "two")
     ds2.commit(SCHEMA, expected_head=ds2.head())
     (tmp_path / "np").write_bytes(b"not parquet")
-    fake = replace(s0, physical_hash=Multihash.sha3_256(b"not parquet"), size=11)
+    fake = s0.replace(physical_hash=Multihash.sha3_256(b"not parquet"), size=11)
     ds2.commit(AddData(new_data=fake), expected_head=ds2.head(), data_file=tmp_path / "np")
     assert [p.kind for p in verify_integrity(ds2).problems] == [ProblemKind.LOGICAL_HASH]
 
