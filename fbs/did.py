@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import re
 import struct
-from dataclasses import dataclass
 from typing import Final
 
 from fbs.errors import InvalidDid, InvalidMultiformat, InvalidName
 from fbs.multiformats import decode_multibase, encode_multibase
+from fbs.value import OrderedValue, Value, set_field
 
 DID_ODF_PREFIX: Final = "did:odf:"
 DID_KEY_PREFIX: Final = "did:key:"
@@ -36,19 +36,21 @@ _NAME_RE: Final = re.compile(r"[a-zA-Z0-9]+(?:-[a-zA-Z0-9]+)*(?:\.[a-zA-Z0-9]+(?
 _U64: Final = (1 << 64) - 1
 
 
-@dataclass(frozen=True, slots=True, order=True)
-class DatasetId:
+class DatasetId(OrderedValue):
     """The identity of a dataset (or account): an ed25519 public key.
 
     Raises:
         InvalidDid: on construction with anything but 32 bytes.
     """
 
+    __slots__ = ("public_key",)
+
     public_key: bytes
 
-    def __post_init__(self) -> None:
-        if not isinstance(self.public_key, bytes) or len(self.public_key) != 32:
+    def __init__(self, public_key: bytes) -> None:
+        if not isinstance(public_key, bytes) or len(public_key) != 32:
             raise InvalidDid("an ed25519 public key is 32 bytes")
+        set_field(self, "public_key", public_key)
 
     # -- constructors -------------------------------------------------------------
 
@@ -215,8 +217,7 @@ def _check_name(kind: str, value: object) -> None:
         )
 
 
-@dataclass(frozen=True, slots=True)
-class DatasetName:
+class DatasetName(Value):
     """A dataset name such as ``com.example.prices``.
 
     Equality keeps the exact spelling; use `same_as` / `key` for the
@@ -226,10 +227,13 @@ class DatasetName:
         InvalidName: on construction with an invalid name.
     """
 
+    __slots__ = ("value",)
+
     value: str
 
-    def __post_init__(self) -> None:
-        _check_name("dataset name", self.value)
+    def __init__(self, value: str) -> None:
+        _check_name("dataset name", value)
+        set_field(self, "value", value)
 
     @property
     def key(self) -> str:
@@ -244,18 +248,20 @@ class DatasetName:
         return self.value
 
 
-@dataclass(frozen=True, slots=True)
-class AccountName:
+class AccountName(Value):
     """An account name such as ``alice``; same syntax and comparison rules as `DatasetName`.
 
     Raises:
         InvalidName: on construction with an invalid name.
     """
 
+    __slots__ = ("value",)
+
     value: str
 
-    def __post_init__(self) -> None:
-        _check_name("account name", self.value)
+    def __init__(self, value: str) -> None:
+        _check_name("account name", value)
+        set_field(self, "value", value)
 
     @property
     def key(self) -> str:
@@ -270,22 +276,25 @@ class AccountName:
         return self.value
 
 
-@dataclass(frozen=True, slots=True)
-class DatasetAlias:
+class DatasetAlias(Value):
     """A local dataset alias: ``[account/]name``.
 
     Raises:
         InvalidName: on construction with fields of the wrong type.
     """
 
-    dataset_name: DatasetName
-    account_name: AccountName | None = None
+    __slots__ = ("account_name", "dataset_name")
 
-    def __post_init__(self) -> None:
-        if not isinstance(self.dataset_name, DatasetName):
+    dataset_name: DatasetName
+    account_name: AccountName | None
+
+    def __init__(self, dataset_name: DatasetName, account_name: AccountName | None = None) -> None:
+        if not isinstance(dataset_name, DatasetName):
             raise InvalidName("dataset_name must be a DatasetName")
-        if self.account_name is not None and not isinstance(self.account_name, AccountName):
+        if account_name is not None and not isinstance(account_name, AccountName):
             raise InvalidName("account_name must be an AccountName or None")
+        set_field(self, "dataset_name", dataset_name)
+        set_field(self, "account_name", account_name)
 
     @classmethod
     def parse(cls, text: str) -> DatasetAlias:

@@ -7,8 +7,9 @@ nesting, shared sub-objects referenced many times, huge vectors) cheap.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Final
+
+from fbs.value import Value, set_field
 
 __all__ = [
     "DEFAULT_LIMITS",
@@ -36,19 +37,43 @@ MAX_TOTAL_OBJECTS: Final = 200_000
 MAX_DECODED_BYTES: Final = 64 * 1024 * 1024
 
 
-@dataclass(frozen=True, slots=True)
-class DecodeLimits:
+class DecodeLimits(Value):
     """Bounds applied while decoding untrusted flatbuffers.
 
     Exceeding any of them raises `fbs.errors.BlockLimitExceeded`.
     """
 
-    max_block_bytes: int = MAX_BLOCK_BYTES
-    max_nesting_depth: int = MAX_NESTING_DEPTH
-    max_vector_len: int = MAX_VECTOR_LEN
-    max_string_len: int = MAX_STRING_LEN
-    max_total_objects: int = MAX_TOTAL_OBJECTS
-    max_decoded_bytes: int = MAX_DECODED_BYTES
+    __slots__ = (
+        "max_block_bytes",
+        "max_decoded_bytes",
+        "max_nesting_depth",
+        "max_string_len",
+        "max_total_objects",
+        "max_vector_len",
+    )
+
+    max_block_bytes: int
+    max_nesting_depth: int
+    max_vector_len: int
+    max_string_len: int
+    max_total_objects: int
+    max_decoded_bytes: int
+
+    def __init__(
+        self,
+        max_block_bytes: int = MAX_BLOCK_BYTES,
+        max_nesting_depth: int = MAX_NESTING_DEPTH,
+        max_vector_len: int = MAX_VECTOR_LEN,
+        max_string_len: int = MAX_STRING_LEN,
+        max_total_objects: int = MAX_TOTAL_OBJECTS,
+        max_decoded_bytes: int = MAX_DECODED_BYTES,
+    ) -> None:
+        set_field(self, "max_block_bytes", max_block_bytes)
+        set_field(self, "max_nesting_depth", max_nesting_depth)
+        set_field(self, "max_vector_len", max_vector_len)
+        set_field(self, "max_string_len", max_string_len)
+        set_field(self, "max_total_objects", max_total_objects)
+        set_field(self, "max_decoded_bytes", max_decoded_bytes)
 
 
 DEFAULT_LIMITS: Final = DecodeLimits()

@@ -16,10 +16,10 @@ from __future__ import annotations
 
 import hashlib
 import re
-from dataclasses import dataclass
 from typing import Final
 
 from fbs.errors import InvalidHash, InvalidMultiformat
+from fbs.value import OrderedValue, set_field
 
 # Multicodec codes used by ODF.
 SHA2_256: Final = 0x12
@@ -164,8 +164,7 @@ def _library_decode(text: str) -> bytes:
         raise InvalidMultiformat(f"invalid multibase text {text!r}: {e}") from None
 
 
-@dataclass(frozen=True, slots=True, order=True)
-class Multihash:
+class Multihash(OrderedValue):
     """A multihash: hash-function code plus digest.
 
     Only codes in `DIGEST_SIZES` with their exact digest size are constructible,
@@ -175,20 +174,31 @@ class Multihash:
         InvalidHash: on construction with an unsupported code or a wrong digest.
     """
 
+    __slots__ = ("code", "digest")
+
     code: int
     digest: bytes
 
-    def __post_init__(self) -> None:
+    def __init__(self, code: int, digest: bytes) -> None:
         # `type(...) is int` also refuses bool and float (22.0 == 0x16 as a dict key).
-        size = DIGEST_SIZES.get(self.code) if type(self.code) is int else None
+        size = DIGEST_SIZES.get(code) if type(code) is int else None
         if size is None:
-            raise InvalidHash(f"unsupported multihash code {self.code!r}")
-        if not isinstance(self.digest, bytes):
-            raise InvalidHash(f"digest must be bytes, got {type(self.digest).__name__}")
-        if len(self.digest) != size:
-            raise InvalidHash(
-                f"multihash 0x{self.code:x} needs a {size}-byte digest, got {len(self.digest)}"
-            )
+            raise InvalidHash(f"unsupported multihash code {code!r}")
+        if not isinstance(digest, bytes):
+            raise InvalidHash(f"digest must be bytes, got {type(digest).__name__}")
+        if len(digest) != size:
+            raise InvalidHash(f"multihash 0x{code:x} needs a {size}-byte digest, got {len(digest)}")
+        set_field(self, "code", code)
+        set_field(self, "digest", digest)
+
+    # Written out (not `Value`'s): hashes are dictionary keys on every hot path.
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is Multihash:
+            return self.digest == other.digest and self.code == other.code
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash((self.code, self.digest))
 
     # -- constructors -------------------------------------------------------------
 

@@ -13,10 +13,10 @@ from __future__ import annotations
 import datetime as _dt
 import re
 import time
-from dataclasses import dataclass
 from typing import Final
 
 from fbs.errors import InvalidTimestamp
+from fbs.value import OrderedValue, set_field
 
 NANOS_PER_SECOND: Final = 1_000_000_000
 SECONDS_PER_DAY: Final = 86_400
@@ -77,19 +77,21 @@ def _civil_year_from_days(days: int) -> int:
     return yoe + era * 400 + (1 if month <= 2 else 0)
 
 
-@dataclass(frozen=True, slots=True, order=True)
-class Timestamp:
+class Timestamp(OrderedValue):
     """A UTC instant with nanosecond precision.
 
     Attributes:
         nanos: nanoseconds since 1970-01-01T00:00:00Z (negative before the epoch).
     """
 
+    __slots__ = ("nanos",)
+
     nanos: int
 
-    def __post_init__(self) -> None:
-        if type(self.nanos) is not int:
-            raise InvalidTimestamp(f"Timestamp.nanos must be an int, got {self.nanos!r}")
+    def __init__(self, nanos: int) -> None:
+        if type(nanos) is not int:
+            raise InvalidTimestamp(f"Timestamp.nanos must be an int, got {nanos!r}")
+        set_field(self, "nanos", nanos)
 
     # -- constructors -------------------------------------------------------------
 

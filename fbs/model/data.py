@@ -8,9 +8,9 @@ from __future__ import annotations
 from typing import final
 
 from fbs.model import schema as s
-from fbs.model.base import KEEP, Table, set_field
 from fbs.model.enums import TimeUnit
 from fbs.model.extra import ExtraAttributes
+from fbs.value import KEEP, Frozen, set_field
 
 __all__ = [
     "DATA_TYPE",
@@ -49,7 +49,7 @@ s.table(s.json_object("attributes"))(ExtraAttributes)
 
 @s.table(s.scalar("fixed_length", s.UINT64, optional=True))
 @final
-class DataTypeBinary(Table):
+class DataTypeBinary(Frozen):
     """Bytes; ``fixed_length`` set for fixed-size binary."""
 
     __slots__ = ("fixed_length",)
@@ -79,7 +79,7 @@ class DataTypeBinary(Table):
 
 @s.table()
 @final
-class DataTypeBool(Table):
+class DataTypeBool(Frozen):
     """Boolean."""
 
     __slots__ = ()
@@ -100,7 +100,7 @@ class DataTypeBool(Table):
 
 @s.table()
 @final
-class DataTypeDate(Table):
+class DataTypeDate(Frozen):
     """Calendar date."""
 
     __slots__ = ()
@@ -121,7 +121,7 @@ class DataTypeDate(Table):
 
 @s.table(s.scalar("precision", s.UINT32), s.scalar("scale", s.INT32))
 @final
-class DataTypeDecimal(Table):
+class DataTypeDecimal(Frozen):
     """Fixed-point decimal."""
 
     __slots__ = ("precision", "scale")
@@ -154,7 +154,7 @@ class DataTypeDecimal(Table):
 
 @s.table(s.enum_field("unit", TimeUnit, s.INT16, optional=True))
 @final
-class DataTypeDuration(Table):
+class DataTypeDuration(Frozen):
     """Elapsed time."""
 
     __slots__ = ("unit",)
@@ -184,7 +184,7 @@ class DataTypeDuration(Table):
 
 @s.table()
 @final
-class DataTypeFloat16(Table):
+class DataTypeFloat16(Frozen):
     """Half-precision float."""
 
     __slots__ = ()
@@ -205,7 +205,7 @@ class DataTypeFloat16(Table):
 
 @s.table()
 @final
-class DataTypeFloat32(Table):
+class DataTypeFloat32(Frozen):
     """Single-precision float."""
 
     __slots__ = ()
@@ -226,7 +226,7 @@ class DataTypeFloat32(Table):
 
 @s.table()
 @final
-class DataTypeFloat64(Table):
+class DataTypeFloat64(Frozen):
     """Double-precision float."""
 
     __slots__ = ()
@@ -247,7 +247,7 @@ class DataTypeFloat64(Table):
 
 @s.table()
 @final
-class DataTypeInt8(Table):
+class DataTypeInt8(Frozen):
     """Signed 8-bit integer."""
 
     __slots__ = ()
@@ -268,7 +268,7 @@ class DataTypeInt8(Table):
 
 @s.table()
 @final
-class DataTypeInt16(Table):
+class DataTypeInt16(Frozen):
     """Signed 16-bit integer."""
 
     __slots__ = ()
@@ -289,7 +289,7 @@ class DataTypeInt16(Table):
 
 @s.table()
 @final
-class DataTypeInt32(Table):
+class DataTypeInt32(Frozen):
     """Signed 32-bit integer."""
 
     __slots__ = ()
@@ -310,7 +310,7 @@ class DataTypeInt32(Table):
 
 @s.table()
 @final
-class DataTypeInt64(Table):
+class DataTypeInt64(Frozen):
     """Signed 64-bit integer."""
 
     __slots__ = ()
@@ -331,7 +331,7 @@ class DataTypeInt64(Table):
 
 @s.table()
 @final
-class DataTypeUInt8(Table):
+class DataTypeUInt8(Frozen):
     """Unsigned 8-bit integer."""
 
     __slots__ = ()
@@ -352,7 +352,7 @@ class DataTypeUInt8(Table):
 
 @s.table()
 @final
-class DataTypeUInt16(Table):
+class DataTypeUInt16(Frozen):
     """Unsigned 16-bit integer."""
 
     __slots__ = ()
@@ -373,7 +373,7 @@ class DataTypeUInt16(Table):
 
 @s.table()
 @final
-class DataTypeUInt32(Table):
+class DataTypeUInt32(Frozen):
     """Unsigned 32-bit integer."""
 
     __slots__ = ()
@@ -394,7 +394,7 @@ class DataTypeUInt32(Table):
 
 @s.table()
 @final
-class DataTypeUInt64(Table):
+class DataTypeUInt64(Frozen):
     """Unsigned 64-bit integer."""
 
     __slots__ = ()
@@ -415,7 +415,7 @@ class DataTypeUInt64(Table):
 
 @s.table(s.union_field("item_type", "DataType"), s.scalar("fixed_length", s.UINT64, optional=True))
 @final
-class DataTypeList(Table):
+class DataTypeList(Frozen):
     """List of ``item_type``; ``fixed_length`` for fixed-size lists."""
 
     __slots__ = ("fixed_length", "item_type")
@@ -457,7 +457,7 @@ class DataTypeList(Table):
     s.scalar("keys_sorted", s.BOOL, optional=True),
 )
 @final
-class DataTypeMap(Table):
+class DataTypeMap(Frozen):
     """Map from ``key_type`` to ``value_type``."""
 
     __slots__ = ("key_type", "keys_sorted", "value_type")
@@ -517,7 +517,7 @@ class DataTypeMap(Table):
 
 @s.table()
 @final
-class DataTypeNull(Table):
+class DataTypeNull(Frozen):
     """The null type."""
 
     __slots__ = ()
@@ -538,7 +538,7 @@ class DataTypeNull(Table):
 
 @s.table(s.union_field("inner", "DataType"))
 @final
-class DataTypeOption(Table):
+class DataTypeOption(Frozen):
     """Nullable ``inner``."""
 
     __slots__ = ("inner",)
@@ -568,7 +568,7 @@ class DataTypeOption(Table):
 
 @s.table(s.vec_table("fields", "DataField"))
 @final
-class DataTypeStruct(Table):
+class DataTypeStruct(Frozen):
     """Nested record."""
 
     __slots__ = ("fields",)
@@ -598,7 +598,7 @@ class DataTypeStruct(Table):
 
 @s.table(s.enum_field("unit", TimeUnit, s.INT16, optional=True))
 @final
-class DataTypeTime(Table):
+class DataTypeTime(Frozen):
     """Time of day."""
 
     __slots__ = ("unit",)
@@ -631,7 +631,7 @@ class DataTypeTime(Table):
     s.string("timezone", optional=True),
 )
 @final
-class DataTypeTimestamp(Table):
+class DataTypeTimestamp(Frozen):
     """Instant; absent unit/timezone mean Millisecond/UTC (never normalized)."""
 
     __slots__ = ("timezone", "unit")
@@ -669,7 +669,7 @@ class DataTypeTimestamp(Table):
 
 @s.table()
 @final
-class DataTypeString(Table):
+class DataTypeString(Frozen):
     """UTF-8 string."""
 
     __slots__ = ()
@@ -694,7 +694,7 @@ class DataTypeString(Table):
     s.sub_table("extra", "ExtraAttributes", optional=True),
 )
 @final
-class DataField(Table):
+class DataField(Frozen):
     """A named, typed column."""
 
     __slots__ = ("extra", "name", "type")
@@ -736,7 +736,7 @@ class DataField(Table):
 
 @s.table(s.vec_table("fields", "DataField"), s.sub_table("extra", "ExtraAttributes", optional=True))
 @final
-class DataSchema(Table):
+class DataSchema(Frozen):
     """A dataset schema."""
 
     __slots__ = ("extra", "fields")

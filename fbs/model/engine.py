@@ -9,10 +9,10 @@ from typing import final
 
 from fbs.did import DatasetId
 from fbs.model import schema as s
-from fbs.model.base import KEEP, Table, set_field
 from fbs.model.events import DatasetVocabulary, OffsetInterval
 from fbs.model.source import Transform
 from fbs.timestamp import Timestamp
+from fbs.value import KEEP, Frozen, set_field
 
 __all__ = [
     "RAW_QUERY_RESPONSE",
@@ -42,7 +42,7 @@ __all__ = [
     s.string("output_data_path"),
 )
 @final
-class RawQueryRequest(Table):
+class RawQueryRequest(Frozen):
     """Run a query over input files, writing one output file."""
 
     __slots__ = ("input_data_paths", "output_data_path", "transform")
@@ -106,7 +106,7 @@ class RawQueryRequest(Table):
 
 @s.table()
 @final
-class RawQueryResponseProgress(Table):
+class RawQueryResponseProgress(Frozen):
     """Still working."""
 
     __slots__ = ()
@@ -127,7 +127,7 @@ class RawQueryResponseProgress(Table):
 
 @s.table(s.scalar("num_records", s.UINT64))
 @final
-class RawQueryResponseSuccess(Table):
+class RawQueryResponseSuccess(Frozen):
     """Query finished."""
 
     __slots__ = ("num_records",)
@@ -157,7 +157,7 @@ class RawQueryResponseSuccess(Table):
 
 @s.table(s.string("message"))
 @final
-class RawQueryResponseInvalidQuery(Table):
+class RawQueryResponseInvalidQuery(Frozen):
     """The query is invalid."""
 
     __slots__ = ("message",)
@@ -187,7 +187,7 @@ class RawQueryResponseInvalidQuery(Table):
 
 @s.table(s.string("message"), s.string("backtrace", optional=True))
 @final
-class RawQueryResponseInternalError(Table):
+class RawQueryResponseInternalError(Frozen):
     """The engine failed."""
 
     __slots__ = ("backtrace", "message")
@@ -227,7 +227,7 @@ class RawQueryResponseInternalError(Table):
 
 @s.table(s.union_field("value", "RawQueryResponse"))
 @final
-class RawQueryResponseRoot(Table):
+class RawQueryResponseRoot(Frozen):
     """Root table of a raw-query response message."""
 
     __slots__ = ("value",)
@@ -257,7 +257,7 @@ class RawQueryResponseRoot(Table):
 
 @s.table(s.timestamp("system_time"), s.timestamp("event_time"))
 @final
-class Watermark(Table):
+class Watermark(Frozen):
     """An explicit watermark of an input: block system time -> event time."""
 
     __slots__ = ("event_time", "system_time")
@@ -299,7 +299,7 @@ class Watermark(Table):
     s.vec_table("explicit_watermarks", "Watermark"),
 )
 @final
-class TransformRequestInput(Table):
+class TransformRequestInput(Frozen):
     """One input of a transform request."""
 
     __slots__ = (
@@ -432,7 +432,7 @@ class TransformRequestInput(Table):
     s.string("new_data_path"),
 )
 @final
-class TransformRequest(Table):
+class TransformRequest(Frozen):
     """Ask an engine to run one transformation step."""
 
     __slots__ = (
@@ -576,7 +576,7 @@ class TransformRequest(Table):
 
 @s.table()
 @final
-class TransformResponseProgress(Table):
+class TransformResponseProgress(Frozen):
     """Still working."""
 
     __slots__ = ()
@@ -600,7 +600,7 @@ class TransformResponseProgress(Table):
     s.timestamp("new_watermark", optional=True),
 )
 @final
-class TransformResponseSuccess(Table):
+class TransformResponseSuccess(Frozen):
     """Transformation finished."""
 
     __slots__ = ("new_offset_interval", "new_watermark")
@@ -654,7 +654,7 @@ class TransformResponseSuccess(Table):
 
 @s.table(s.string("message"))
 @final
-class TransformResponseInvalidQuery(Table):
+class TransformResponseInvalidQuery(Frozen):
     """The query is invalid."""
 
     __slots__ = ("message",)
@@ -684,7 +684,7 @@ class TransformResponseInvalidQuery(Table):
 
 @s.table(s.string("message"), s.string("backtrace", optional=True))
 @final
-class TransformResponseInternalError(Table):
+class TransformResponseInternalError(Frozen):
     """The engine failed."""
 
     __slots__ = ("backtrace", "message")
@@ -725,7 +725,7 @@ class TransformResponseInternalError(Table):
 
 @s.table(s.union_field("value", "TransformResponse"))
 @final
-class TransformResponseRoot(Table):
+class TransformResponseRoot(Frozen):
     """Root table of a transform response message."""
 
     __slots__ = ("value",)

@@ -9,13 +9,13 @@ from typing import final
 
 from fbs.did import DatasetId
 from fbs.model import schema as s
-from fbs.model.base import KEEP, Table, set_field
 from fbs.model.data import DataSchema
 from fbs.model.enums import DatasetKind
 from fbs.model.extra import ExtraAttributes
 from fbs.model.source import FetchStep, MergeStrategy, PrepStep, ReadStep, Transform
 from fbs.multiformats import Multihash
 from fbs.timestamp import Timestamp
+from fbs.value import KEEP, Frozen, set_field
 
 __all__ = [
     "ATTACHMENTS",
@@ -52,7 +52,7 @@ __all__ = [
 
 @s.table(s.scalar("start", s.UINT64), s.scalar("end", s.UINT64))
 @final
-class OffsetInterval(Table):
+class OffsetInterval(Frozen):
     """Closed interval of record offsets ``[start, end]``."""
 
     __slots__ = ("end", "start")
@@ -90,7 +90,7 @@ class OffsetInterval(Table):
     s.scalar("size", s.UINT64),
 )
 @final
-class DataSlice(Table):
+class DataSlice(Frozen):
     """A data file added by a block."""
 
     __slots__ = ("logical_hash", "offset_interval", "physical_hash", "size")
@@ -158,7 +158,7 @@ class DataSlice(Table):
 
 @s.table(s.multihash("physical_hash"), s.scalar("size", s.UINT64))
 @final
-class Checkpoint(Table):
+class Checkpoint(Frozen):
     """An engine/ingest checkpoint file."""
 
     __slots__ = ("physical_hash", "size")
@@ -191,7 +191,7 @@ class Checkpoint(Table):
 
 @s.table(s.string("source_name"), s.string("kind"), s.string("value"))
 @final
-class SourceState(Table):
+class SourceState(Frozen):
     """Resumption state of a source (e.g. ``odf/etag``)."""
 
     __slots__ = ("kind", "source_name", "value")
@@ -250,7 +250,7 @@ class SourceState(Table):
     s.string("event_time_column", optional=True),
 )
 @final
-class SetVocab(Table):
+class SetVocab(Frozen):
     """Override system column names."""
 
     __slots__ = (
@@ -343,7 +343,7 @@ class SetVocab(Table):
     s.string("event_time_column"),
 )
 @final
-class DatasetVocabulary(Table):
+class DatasetVocabulary(Frozen):
     """Resolved system column names."""
 
     __slots__ = (
@@ -439,7 +439,7 @@ class DatasetVocabulary(Table):
     s.sub_table("extra", "ExtraAttributes", optional=True),
 )
 @final
-class AddData(Table):
+class AddData(Frozen):
     """Data ingested into a root dataset."""
 
     __slots__ = (
@@ -556,7 +556,7 @@ class AddData(Table):
     s.union_field("merge", "MergeStrategy"),
 )
 @final
-class AddPushSource(Table):
+class AddPushSource(Frozen):
     """Declare a push source."""
 
     __slots__ = ("merge", "preprocess", "read", "source_name")
@@ -624,7 +624,7 @@ class AddPushSource(Table):
 
 @s.table(s.string("path"), s.string("content"))
 @final
-class AttachmentEmbedded(Table):
+class AttachmentEmbedded(Frozen):
     """An embedded attachment (e.g. README)."""
 
     __slots__ = ("content", "path")
@@ -657,7 +657,7 @@ class AttachmentEmbedded(Table):
 
 @s.table(s.vec_table("items", "AttachmentEmbedded"))
 @final
-class AttachmentsEmbedded(Table):
+class AttachmentsEmbedded(Frozen):
     """Attachments stored in the block."""
 
     __slots__ = ("items",)
@@ -693,7 +693,7 @@ class AttachmentsEmbedded(Table):
     s.scalar("new_offset", s.UINT64, optional=True),
 )
 @final
-class ExecuteTransformInput(Table):
+class ExecuteTransformInput(Frozen):
     """Input range consumed by a transform step."""
 
     __slots__ = ("dataset_id", "new_block_hash", "new_offset", "prev_block_hash", "prev_offset")
@@ -784,7 +784,7 @@ class ExecuteTransformInput(Table):
     s.timestamp("new_watermark", optional=True),
 )
 @final
-class ExecuteTransform(Table):
+class ExecuteTransform(Frozen):
     """Result of a derivative transformation step."""
 
     __slots__ = (
@@ -884,7 +884,7 @@ class ExecuteTransform(Table):
 
 @s.table(s.dataset_id("dataset_id"), s.enum_field("dataset_kind", DatasetKind, s.INT32))
 @final
-class Seed(Table):
+class Seed(Frozen):
     """First block of every dataset: its identity and kind."""
 
     __slots__ = ("dataset_id", "dataset_kind")
@@ -923,7 +923,7 @@ class Seed(Table):
     s.union_field("merge", "MergeStrategy"),
 )
 @final
-class SetPollingSource(Table):
+class SetPollingSource(Frozen):
     """Declare a polling source."""
 
     __slots__ = ("fetch", "merge", "prepare", "preprocess", "read")
@@ -999,7 +999,7 @@ class SetPollingSource(Table):
 
 @s.table(s.string("dataset_ref"), s.string("alias", optional=True))
 @final
-class TransformInput(Table):
+class TransformInput(Frozen):
     """Input of a derivative dataset: textual DatasetRef (``did:odf:...`` or alias)."""
 
     __slots__ = ("alias", "dataset_ref")
@@ -1032,7 +1032,7 @@ class TransformInput(Table):
 
 @s.table(s.vec_table("inputs", "TransformInput"), s.union_field("transform", "Transform"))
 @final
-class SetTransform(Table):
+class SetTransform(Frozen):
     """Define a derivative transformation."""
 
     __slots__ = ("inputs", "transform")
@@ -1070,7 +1070,7 @@ class SetTransform(Table):
 
 @s.table(s.union_field("attachments", "Attachments"))
 @final
-class SetAttachments(Table):
+class SetAttachments(Frozen):
     """Replace the dataset's attachments."""
 
     __slots__ = ("attachments",)
@@ -1100,7 +1100,7 @@ class SetAttachments(Table):
 
 @s.table(s.string("description", optional=True), s.vec_string("keywords", optional=True))
 @final
-class SetInfo(Table):
+class SetInfo(Frozen):
     """Description and keywords."""
 
     __slots__ = ("description", "keywords")
@@ -1148,7 +1148,7 @@ class SetInfo(Table):
     s.string("website_url"),
 )
 @final
-class SetLicense(Table):
+class SetLicense(Frozen):
     """License of the dataset."""
 
     __slots__ = ("name", "short_name", "spdx_id", "website_url")
@@ -1219,7 +1219,7 @@ class SetLicense(Table):
     s.sub_table("schema", "DataSchema", optional=True),
 )
 @final
-class SetDataSchema(Table):
+class SetDataSchema(Frozen):
     """Dataset schema (``raw_arrow_schema`` = deprecated Arrow IPC flatbuffer bytes)."""
 
     __slots__ = ("raw_arrow_schema", "schema")
@@ -1264,7 +1264,7 @@ class SetDataSchema(Table):
 
 @s.table(s.string("source_name"))
 @final
-class DisablePushSource(Table):
+class DisablePushSource(Frozen):
     """Disable a push source."""
 
     __slots__ = ("source_name",)
@@ -1294,7 +1294,7 @@ class DisablePushSource(Table):
 
 @s.table()
 @final
-class DisablePollingSource(Table):
+class DisablePollingSource(Frozen):
     """Disable the polling source."""
 
     __slots__ = ()
@@ -1319,7 +1319,7 @@ class DisablePollingSource(Table):
     s.vec_union("metadata", "MetadataEvent", "MetadataEventWrapper"),
 )
 @final
-class DatasetSnapshot(Table):
+class DatasetSnapshot(Frozen):
     """Declarative dataset definition: alias, kind and initial events."""
 
     __slots__ = ("kind", "metadata", "name")
@@ -1369,7 +1369,7 @@ class DatasetSnapshot(Table):
 
 @s.table(s.scalar("kind", s.INT64), s.scalar("version", s.INT32), s.raw_bytes("content"))
 @final
-class Manifest(Table):
+class Manifest(Frozen):
     """Envelope of stored objects: multicodec ``kind``, format ``version``, nested buffer."""
 
     __slots__ = ("content", "kind", "version")
@@ -1410,7 +1410,7 @@ class Manifest(Table):
     s.union_field("event", "MetadataEvent"),
 )
 @final
-class MetadataBlock(Table):
+class MetadataBlock(Frozen):
     """One link of a metadata chain."""
 
     __slots__ = ("event", "prev_block_hash", "sequence_number", "system_time")

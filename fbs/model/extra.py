@@ -6,10 +6,10 @@ import decimal
 import json
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
 from fbs.errors import InvalidValue
+from fbs.value import KEEP, Frozen, set_field
 
 __all__ = ["ExtraAttributes", "canonical_json"]
 
@@ -101,8 +101,7 @@ def format_float_like_serde(value: float) -> str:
     return ("-" if sign else "") + text
 
 
-@dataclass(frozen=True, slots=True)
-class ExtraAttributes:
+class ExtraAttributes(Frozen):
     """Custom ``<domain>/<path>`` keyed attributes (a JSON object).
 
     Equality and hashing use the canonical JSON text, so ``{"a": 1}`` and
@@ -113,15 +112,32 @@ class ExtraAttributes:
         json_text: its canonical compact JSON text (what is stored in blocks).
     """
 
-    attributes: Mapping[str, Any] = field(compare=False)
-    json_text: str = field(init=False, repr=False)
+    __slots__ = ("attributes", "json_text")
 
-    def __post_init__(self) -> None:
-        if not isinstance(self.attributes, Mapping):
+    attributes: Mapping[str, Any]
+    json_text: str
+
+    def __init__(self, attributes: Mapping[str, Any]) -> None:
+        if not isinstance(attributes, Mapping):
             raise InvalidValue("ExtraAttributes.attributes must be a mapping (JSON object)")
-        text = canonical_json(dict(self.attributes))
-        object.__setattr__(self, "json_text", text)
-        object.__setattr__(self, "attributes", json.loads(text))
+        text = canonical_json(dict(attributes))
+        set_field(self, "json_text", text)
+        set_field(self, "attributes", json.loads(text))
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is ExtraAttributes:
+            return self.json_text == other.json_text
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(self.json_text)
+
+    def __repr__(self) -> str:
+        return f"ExtraAttributes(attributes={self.attributes!r})"
+
+    def replace(self, *, attributes: Mapping[str, Any] = KEEP) -> ExtraAttributes:
+        """A copy with other attributes (or the same ones)."""
+        return ExtraAttributes(self.attributes if attributes is KEEP else attributes)
 
     @classmethod
     def from_json(cls, text: str) -> ExtraAttributes:

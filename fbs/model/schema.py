@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any, Final, TypeVar
+
+from fbs.value import Value, set_field
 
 __all__ = [
     "BOOL",
@@ -55,15 +56,23 @@ class FieldKind(enum.Enum):
     VEC_UNION = "vec_union"  #: ``[Wrapper]`` of a union -> `tuple[variant, ...]`
 
 
-@dataclass(frozen=True, slots=True)
-class ScalarType:
+class ScalarType(Value):
     """A flatbuffers scalar type: name, ``struct`` format, inclusive range."""
+
+    __slots__ = ("fmt", "hi", "lo", "name", "size")
 
     name: str
     fmt: str
     size: int
     lo: int
     hi: int
+
+    def __init__(self, name: str, fmt: str, size: int, lo: int, hi: int) -> None:
+        set_field(self, "name", name)
+        set_field(self, "fmt", fmt)
+        set_field(self, "size", size)
+        set_field(self, "lo", lo)
+        set_field(self, "hi", hi)
 
     @property
     def is_bool(self) -> bool:
@@ -84,8 +93,7 @@ def _camel(name: str) -> str:
     return head + "".join(p[:1].upper() + p[1:] for p in rest)
 
 
-@dataclass(frozen=True, slots=True)
-class FieldDesc:
+class FieldDesc(Value):
     """One field of a table, in slot order.
 
     Attributes:
@@ -102,16 +110,53 @@ class FieldDesc:
         wrapper: wrapper table name for VEC_UNION (``PrepStepWrapper``, ``MetadataEventWrapper``).
     """
 
+    __slots__ = (
+        "camel",
+        "default",
+        "enum_type",
+        "kind",
+        "name",
+        "optional",
+        "ref",
+        "scalar",
+        "slot",
+        "wrapper",
+    )
+
     name: str
     camel: str
     slot: int
     kind: FieldKind
     optional: bool
-    scalar: ScalarType | None = None
-    default: Any = None
-    enum_type: type[enum.IntEnum] | None = None
-    ref: str | None = None
-    wrapper: str | None = None
+    scalar: ScalarType | None
+    default: Any
+    enum_type: type[enum.IntEnum] | None
+    ref: str | None
+    wrapper: str | None
+
+    def __init__(
+        self,
+        name: str,
+        camel: str,
+        slot: int,
+        kind: FieldKind,
+        optional: bool,
+        scalar: ScalarType | None = None,
+        default: Any = None,
+        enum_type: type[enum.IntEnum] | None = None,
+        ref: str | None = None,
+        wrapper: str | None = None,
+    ) -> None:
+        set_field(self, "name", name)
+        set_field(self, "camel", camel)
+        set_field(self, "slot", slot)
+        set_field(self, "kind", kind)
+        set_field(self, "optional", optional)
+        set_field(self, "scalar", scalar)
+        set_field(self, "default", default)
+        set_field(self, "enum_type", enum_type)
+        set_field(self, "ref", ref)
+        set_field(self, "wrapper", wrapper)
 
     @property
     def type_slot(self) -> int | None:
@@ -133,34 +178,74 @@ class FieldDesc:
         return union_of(self.ref)
 
 
-@dataclass(frozen=True, slots=True)
-class TableDesc:
+class TableDesc(Value):
     """A table: schema name, model class, fields in slot order, number of vtable slots."""
+
+    __slots__ = ("cls", "fields", "name", "num_slots")
 
     name: str
     cls: type
     fields: tuple[FieldDesc, ...]
     num_slots: int
 
+    def __init__(self, name: str, cls: type, fields: tuple[FieldDesc, ...], num_slots: int) -> None:
+        set_field(self, "name", name)
+        set_field(self, "cls", cls)
+        set_field(self, "fields", fields)
+        set_field(self, "num_slots", num_slots)
 
-@dataclass(frozen=True, slots=True)
-class VariantDesc:
+
+class VariantDesc(Value):
     """One member of a union: type code (1-based), model class, YAML tag (e.g. ``Csv``)."""
+
+    __slots__ = ("cls", "code", "tag")
 
     code: int
     cls: type
     tag: str
 
+    def __init__(self, code: int, cls: type, tag: str) -> None:
+        set_field(self, "code", code)
+        set_field(self, "cls", cls)
+        set_field(self, "tag", tag)
 
-@dataclass(frozen=True, slots=True)
-class UnionDesc:
-    """A union: schema name and its variants in type-code order."""
+
+class UnionDesc(Value):
+    """A union: schema name and its variants in type-code order (compared, hashed and
+    shown by these two; ``by_code``, ``by_cls`` and ``by_tag`` index the variants)."""
+
+    __slots__ = ("by_cls", "by_code", "by_tag", "name", "variants")
 
     name: str
     variants: tuple[VariantDesc, ...]
-    by_code: dict[int, VariantDesc] = field(repr=False, compare=False, hash=False)
-    by_cls: dict[type, VariantDesc] = field(repr=False, compare=False, hash=False)
-    by_tag: dict[str, VariantDesc] = field(repr=False, compare=False, hash=False)
+    by_code: dict[int, VariantDesc]
+    by_cls: dict[type, VariantDesc]
+    by_tag: dict[str, VariantDesc]
+
+    def __init__(
+        self,
+        name: str,
+        variants: tuple[VariantDesc, ...],
+        by_code: dict[int, VariantDesc],
+        by_cls: dict[type, VariantDesc],
+        by_tag: dict[str, VariantDesc],
+    ) -> None:
+        set_field(self, "name", name)
+        set_field(self, "variants", variants)
+        set_field(self, "by_code", by_code)
+        set_field(self, "by_cls", by_cls)
+        set_field(self, "by_tag", by_tag)
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is UnionDesc:
+            return (self.name, self.variants) == (other.name, other.variants)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash((self.name, self.variants))
+
+    def __repr__(self) -> str:
+        return f"UnionDesc(name={self.name!r}, variants={self.variants!r})"
 
     def variant_of(self, value: object) -> VariantDesc:
         """The variant describing ``value``'s class.
@@ -176,75 +261,76 @@ class UnionDesc:
 # `table()` receives these partial specs and assigns slots in declaration order.
 
 
-@dataclass(frozen=True, slots=True)
-class _Spec:
-    """A field as declared to `table`, before slots are assigned."""
-
-    name: str
-    kind: FieldKind
-    optional: bool
-    scalar: ScalarType | None = None
-    default: Any = None
-    enum_type: type[enum.IntEnum] | None = None
-    ref: str | None = None
-    wrapper: str | None = None
-
-
-def string(name: str, *, optional: bool = False) -> _Spec:
-    return _Spec(name, FieldKind.STRING, optional)
+def _spec(
+    name: str,
+    kind: FieldKind,
+    optional: bool,
+    scalar: ScalarType | None = None,
+    default: Any = None,
+    enum_type: type[enum.IntEnum] | None = None,
+    *,
+    ref: str | None = None,
+    wrapper: str | None = None,
+) -> FieldDesc:
+    """A field as declared to `table`: its slot (and camel name) are assigned there."""
+    return FieldDesc(name, "", -1, kind, optional, scalar, default, enum_type, ref, wrapper)
 
 
-def multihash(name: str, *, optional: bool = False) -> _Spec:
-    return _Spec(name, FieldKind.MULTIHASH, optional)
+def string(name: str, *, optional: bool = False) -> FieldDesc:
+    return _spec(name, FieldKind.STRING, optional)
 
 
-def dataset_id(name: str, *, optional: bool = False) -> _Spec:
-    return _Spec(name, FieldKind.DATASET_ID, optional)
+def multihash(name: str, *, optional: bool = False) -> FieldDesc:
+    return _spec(name, FieldKind.MULTIHASH, optional)
 
 
-def raw_bytes(name: str, *, optional: bool = False) -> _Spec:
-    return _Spec(name, FieldKind.BYTES, optional)
+def dataset_id(name: str, *, optional: bool = False) -> FieldDesc:
+    return _spec(name, FieldKind.DATASET_ID, optional)
 
 
-def json_object(name: str) -> _Spec:
-    return _Spec(name, FieldKind.JSON, False)
+def raw_bytes(name: str, *, optional: bool = False) -> FieldDesc:
+    return _spec(name, FieldKind.BYTES, optional)
 
 
-def scalar(name: str, st: ScalarType, *, optional: bool = False) -> _Spec:
-    return _Spec(
+def json_object(name: str) -> FieldDesc:
+    return _spec(name, FieldKind.JSON, False)
+
+
+def scalar(name: str, st: ScalarType, *, optional: bool = False) -> FieldDesc:
+    return _spec(
         name, FieldKind.SCALAR, optional, st, None if optional else (False if st.is_bool else 0)
     )
 
 
 def enum_field(
     name: str, et: type[enum.IntEnum], st: ScalarType, *, optional: bool = False
-) -> _Spec:
+) -> FieldDesc:
     first = next(iter(et))
-    return _Spec(name, FieldKind.ENUM, optional, st, None if optional else first, et)
+    return _spec(name, FieldKind.ENUM, optional, st, None if optional else first, et)
 
 
-def timestamp(name: str, *, optional: bool = False) -> _Spec:
-    return _Spec(name, FieldKind.TIMESTAMP, optional)
+def timestamp(name: str, *, optional: bool = False) -> FieldDesc:
+    return _spec(name, FieldKind.TIMESTAMP, optional)
 
 
-def sub_table(name: str, ref: str, *, optional: bool = False) -> _Spec:
-    return _Spec(name, FieldKind.TABLE, optional, ref=ref)
+def sub_table(name: str, ref: str, *, optional: bool = False) -> FieldDesc:
+    return _spec(name, FieldKind.TABLE, optional, ref=ref)
 
 
-def union_field(name: str, ref: str, *, optional: bool = False) -> _Spec:
-    return _Spec(name, FieldKind.UNION, optional, ref=ref)
+def union_field(name: str, ref: str, *, optional: bool = False) -> FieldDesc:
+    return _spec(name, FieldKind.UNION, optional, ref=ref)
 
 
-def vec_string(name: str, *, optional: bool = False) -> _Spec:
-    return _Spec(name, FieldKind.VEC_STRING, optional)
+def vec_string(name: str, *, optional: bool = False) -> FieldDesc:
+    return _spec(name, FieldKind.VEC_STRING, optional)
 
 
-def vec_table(name: str, ref: str, *, optional: bool = False) -> _Spec:
-    return _Spec(name, FieldKind.VEC_TABLE, optional, ref=ref)
+def vec_table(name: str, ref: str, *, optional: bool = False) -> FieldDesc:
+    return _spec(name, FieldKind.VEC_TABLE, optional, ref=ref)
 
 
-def vec_union(name: str, ref: str, wrapper: str, *, optional: bool = False) -> _Spec:
-    return _Spec(name, FieldKind.VEC_UNION, optional, ref=ref, wrapper=wrapper)
+def vec_union(name: str, ref: str, wrapper: str, *, optional: bool = False) -> FieldDesc:
+    return _spec(name, FieldKind.VEC_UNION, optional, ref=ref, wrapper=wrapper)
 
 
 # -- registries ---------------------------------------------------------------------------
@@ -256,7 +342,7 @@ _UNIONS: dict[str, UnionDesc] = {}
 _C = TypeVar("_C", bound=type)
 
 
-def table(*specs: _Spec, name: str | None = None) -> Callable[[_C], _C]:
+def table(*specs: FieldDesc, name: str | None = None) -> Callable[[_C], _C]:
     """Class decorator registering a class as the model of a schema table.
 
     ``specs`` are its fields in schema order, which are the keyword arguments of the

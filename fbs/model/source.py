@@ -8,9 +8,9 @@ from __future__ import annotations
 from typing import final
 
 from fbs.model import schema as s
-from fbs.model.base import KEEP, Table, set_field
 from fbs.model.data import DataSchema
 from fbs.model.enums import CompressionFormat, MqttQos, SourceOrdering
+from fbs.value import KEEP, Frozen, set_field
 
 __all__ = [
     "EVENT_TIME_SOURCE",
@@ -73,7 +73,7 @@ __all__ = [
     s.sub_table("schema", "DataSchema", optional=True),
 )
 @final
-class ReadStepCsv(Table):
+class ReadStepCsv(Frozen):
     """Read CSV."""
 
     __slots__ = (
@@ -228,7 +228,7 @@ class ReadStepCsv(Table):
     s.sub_table("schema", "DataSchema", optional=True),
 )
 @final
-class ReadStepGeoJson(Table):
+class ReadStepGeoJson(Frozen):
     """Read a GeoJSON FeatureCollection."""
 
     __slots__ = ("ddl_schema", "schema")
@@ -275,7 +275,7 @@ class ReadStepGeoJson(Table):
     s.sub_table("schema", "DataSchema", optional=True),
 )
 @final
-class ReadStepEsriShapefile(Table):
+class ReadStepEsriShapefile(Frozen):
     """Read an ESRI shapefile archive."""
 
     __slots__ = ("ddl_schema", "schema", "sub_path")
@@ -338,7 +338,7 @@ class ReadStepEsriShapefile(Table):
     s.sub_table("schema", "DataSchema", optional=True),
 )
 @final
-class ReadStepParquet(Table):
+class ReadStepParquet(Frozen):
     """Read Parquet."""
 
     __slots__ = ("ddl_schema", "schema")
@@ -388,7 +388,7 @@ class ReadStepParquet(Table):
     s.sub_table("schema", "DataSchema", optional=True),
 )
 @final
-class ReadStepJson(Table):
+class ReadStepJson(Frozen):
     """Read a JSON document (array of records, optionally under ``sub_path``)."""
 
     __slots__ = ("date_format", "ddl_schema", "encoding", "schema", "sub_path", "timestamp_format")
@@ -489,7 +489,7 @@ class ReadStepJson(Table):
     s.sub_table("schema", "DataSchema", optional=True),
 )
 @final
-class ReadStepNdJson(Table):
+class ReadStepNdJson(Frozen):
     """Read newline-delimited JSON."""
 
     __slots__ = ("date_format", "ddl_schema", "encoding", "schema", "timestamp_format")
@@ -578,7 +578,7 @@ class ReadStepNdJson(Table):
     s.sub_table("schema", "DataSchema", optional=True),
 )
 @final
-class ReadStepNdGeoJson(Table):
+class ReadStepNdGeoJson(Frozen):
     """Read newline-delimited GeoJSON features."""
 
     __slots__ = ("ddl_schema", "schema")
@@ -621,7 +621,7 @@ class ReadStepNdGeoJson(Table):
 
 @s.table(s.string("alias", optional=True), s.string("query"))
 @final
-class SqlQueryStep(Table):
+class SqlQueryStep(Frozen):
     """One named SQL step (the step without alias is the output)."""
 
     __slots__ = ("alias", "query")
@@ -654,7 +654,7 @@ class SqlQueryStep(Table):
 
 @s.table(s.string("name"), s.vec_string("primary_key"))
 @final
-class TemporalTable(Table):
+class TemporalTable(Frozen):
     """An input to be treated as a temporal table."""
 
     __slots__ = ("name", "primary_key")
@@ -693,7 +693,7 @@ class TemporalTable(Table):
     s.vec_table("temporal_tables", "TemporalTable", optional=True),
 )
 @final
-class TransformSql(Table):
+class TransformSql(Frozen):
     """SQL transform executed by ``engine``."""
 
     __slots__ = ("engine", "queries", "query", "temporal_tables", "version")
@@ -769,7 +769,7 @@ class TransformSql(Table):
 
 @s.table()
 @final
-class MergeStrategyAppend(Table):
+class MergeStrategyAppend(Frozen):
     """Append all records."""
 
     __slots__ = ()
@@ -790,7 +790,7 @@ class MergeStrategyAppend(Table):
 
 @s.table(s.vec_string("primary_key"))
 @final
-class MergeStrategyLedger(Table):
+class MergeStrategyLedger(Frozen):
     """Append-only ledger keyed by ``primary_key``."""
 
     __slots__ = ("primary_key",)
@@ -820,7 +820,7 @@ class MergeStrategyLedger(Table):
 
 @s.table(s.vec_string("primary_key"), s.vec_string("compare_columns", optional=True))
 @final
-class MergeStrategySnapshot(Table):
+class MergeStrategySnapshot(Frozen):
     """Diff full snapshots by ``primary_key``."""
 
     __slots__ = ("compare_columns", "primary_key")
@@ -872,7 +872,7 @@ class MergeStrategySnapshot(Table):
 
 @s.table(s.vec_string("primary_key"))
 @final
-class MergeStrategyChangelogStream(Table):
+class MergeStrategyChangelogStream(Frozen):
     """Input is already a changelog stream."""
 
     __slots__ = ("primary_key",)
@@ -902,7 +902,7 @@ class MergeStrategyChangelogStream(Table):
 
 @s.table(s.vec_string("primary_key"))
 @final
-class MergeStrategyUpsertStream(Table):
+class MergeStrategyUpsertStream(Frozen):
     """Input is an upsert stream."""
 
     __slots__ = ("primary_key",)
@@ -932,7 +932,7 @@ class MergeStrategyUpsertStream(Table):
 
 @s.table()
 @final
-class EventTimeSourceFromMetadata(Table):
+class EventTimeSourceFromMetadata(Frozen):
     """Event time from the source's metadata (e.g. Last-Modified)."""
 
     __slots__ = ()
@@ -953,7 +953,7 @@ class EventTimeSourceFromMetadata(Table):
 
 @s.table(s.string("pattern"), s.string("timestamp_format", optional=True))
 @final
-class EventTimeSourceFromPath(Table):
+class EventTimeSourceFromPath(Frozen):
     """Event time extracted from the path by a regex."""
 
     __slots__ = ("pattern", "timestamp_format")
@@ -996,7 +996,7 @@ class EventTimeSourceFromPath(Table):
 
 @s.table()
 @final
-class EventTimeSourceFromSystemTime(Table):
+class EventTimeSourceFromSystemTime(Frozen):
     """Event time = system time of ingestion."""
 
     __slots__ = ()
@@ -1017,7 +1017,7 @@ class EventTimeSourceFromSystemTime(Table):
 
 @s.table()
 @final
-class SourceCachingForever(Table):
+class SourceCachingForever(Frozen):
     """Fetch once, never re-fetch."""
 
     __slots__ = ()
@@ -1038,7 +1038,7 @@ class SourceCachingForever(Table):
 
 @s.table(s.string("name"), s.string("value"))
 @final
-class RequestHeader(Table):
+class RequestHeader(Frozen):
     """HTTP request header."""
 
     __slots__ = ("name", "value")
@@ -1076,7 +1076,7 @@ class RequestHeader(Table):
     s.vec_table("headers", "RequestHeader", optional=True),
 )
 @final
-class FetchStepUrl(Table):
+class FetchStepUrl(Frozen):
     """Fetch from a URL."""
 
     __slots__ = ("cache", "event_time", "headers", "url")
@@ -1149,7 +1149,7 @@ class FetchStepUrl(Table):
     s.enum_field("order", SourceOrdering, s.INT32, optional=True),
 )
 @final
-class FetchStepFilesGlob(Table):
+class FetchStepFilesGlob(Frozen):
     """Fetch local files matching a glob."""
 
     __slots__ = ("cache", "event_time", "order", "path")
@@ -1217,7 +1217,7 @@ class FetchStepFilesGlob(Table):
 
 @s.table(s.string("name"), s.string("value", optional=True))
 @final
-class EnvVar(Table):
+class EnvVar(Frozen):
     """Environment variable of a fetch container."""
 
     __slots__ = ("name", "value")
@@ -1255,7 +1255,7 @@ class EnvVar(Table):
     s.vec_table("env", "EnvVar", optional=True),
 )
 @final
-class FetchStepContainer(Table):
+class FetchStepContainer(Frozen):
     """Run a container that writes data to stdout."""
 
     __slots__ = ("args", "command", "env", "image")
@@ -1323,7 +1323,7 @@ class FetchStepContainer(Table):
 
 @s.table(s.string("path"), s.enum_field("qos", MqttQos, s.INT32, optional=True))
 @final
-class MqttTopicSubscription(Table):
+class MqttTopicSubscription(Frozen):
     """MQTT topic filter and QoS."""
 
     __slots__ = ("path", "qos")
@@ -1362,7 +1362,7 @@ class MqttTopicSubscription(Table):
     s.vec_table("topics", "MqttTopicSubscription"),
 )
 @final
-class FetchStepMqtt(Table):
+class FetchStepMqtt(Frozen):
     """Subscribe to MQTT topics."""
 
     __slots__ = ("host", "password", "port", "topics", "username")
@@ -1443,7 +1443,7 @@ class FetchStepMqtt(Table):
     s.string("signature", optional=True),
 )
 @final
-class FetchStepEthereumLogs(Table):
+class FetchStepEthereumLogs(Frozen):
     """Ingest Ethereum logs."""
 
     __slots__ = ("chain_id", "filter", "node_url", "signature")
@@ -1511,7 +1511,7 @@ class FetchStepEthereumLogs(Table):
 
 @s.table(s.enum_field("format", CompressionFormat, s.INT32), s.string("sub_path", optional=True))
 @final
-class PrepStepDecompress(Table):
+class PrepStepDecompress(Frozen):
     """Decompress an archive."""
 
     __slots__ = ("format", "sub_path")
@@ -1549,7 +1549,7 @@ class PrepStepDecompress(Table):
 
 @s.table(s.vec_string("command"))
 @final
-class PrepStepPipe(Table):
+class PrepStepPipe(Frozen):
     """Pipe data through a command."""
 
     __slots__ = ("command",)

@@ -277,8 +277,6 @@ def test_integrity_checks_physical_hashes_logical_ones_on_request(
     disk fault); a slice whose bytes are those the chain names but whose *declared*
     logical hash is wrong (the publisher's claim) fails ``--logical-hashes`` and a full
     verify (validators check it too)."""
-    from dataclasses import replace
-
     from fbs.model import AddData, DatasetKind, DatasetSnapshot
     from storage.workspace import Workspace
     from tests.storage.test_dataset import SCHEMA, write_parquet
@@ -288,7 +286,7 @@ def test_integrity_checks_physical_hashes_logical_ones_on_request(
     ds = store.get("claims")
     ds.commit(SCHEMA, expected_head=ds.head())
     s0, p0 = write_parquet(ws / "p0", 0, 3)
-    wrong = s0.replace(logical_hash=replace(s0.logical_hash, digest=b"\x00" * 32))
+    wrong = s0.replace(logical_hash=s0.logical_hash.replace(digest=b"\x00" * 32))
     ds.commit(AddData(new_data=wrong), expected_head=ds.head(), data_file=p0)
     capsys.readouterr()
     assert run(ws, "verify", "--integrity", "claims") == EXIT_OK

@@ -7,7 +7,6 @@ decode limits, is decoded as before.
 
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
 
 import pytest
@@ -69,9 +68,7 @@ def test_decoded_blocks_are_ignored_when_they_do_not_apply(
     if case == "short-list":
         decoded = decoded[:-1]
     else:
-        limits = dataclasses.replace(
-            DEFAULT_LIMITS, max_block_bytes=DEFAULT_LIMITS.max_block_bytes - 1
-        )
+        limits = DEFAULT_LIMITS.replace(max_block_bytes=DEFAULT_LIMITS.max_block_bytes - 1)
     DatasetLayout(tmp_path / "ds").create()
     ds = Dataset(DatasetLayout(tmp_path / "ds"), limits=limits)
     calls = _count_decodes(monkeypatch)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-from dataclasses import replace
 from pathlib import Path
 
 import pyarrow as pa
@@ -141,7 +140,7 @@ def test_wrong_size_and_logical_hash(tmp_path: Path) -> None:
     ds = seeded_dataset(tmp_path)
     ds.commit(SCHEMA, expected_head=ds.head())
     s0, p0 = write_parquet(tmp_path / "p0", 0, 3)
-    wrong_logical = s0.replace(logical_hash=replace(s0.logical_hash, digest=b"\x00" * 32))
+    wrong_logical = s0.replace(logical_hash=s0.logical_hash.replace(digest=b"\x00" * 32))
     ds.commit(AddData(new_data=wrong_logical), expected_head=ds.head(), data_file=p0)
     report = verify_integrity(ds)
     assert [p.kind for p in report.problems] == [ProblemKind.LOGICAL_HASH]
