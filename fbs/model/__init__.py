@@ -1,7 +1,9 @@
 """Typed, frozen values for everything in the ODF v0.38.0 flatbuffers schema.
 
-Every schema table is a frozen, slotted, keyword-only dataclass whose fields are the
-schema's snake_case names in schema (slot) order. Conventions:
+Every schema table is a frozen, slotted, keyword-only class, written with its codec spec by
+``scripts/gen-model`` from fbs/schema/odf.fbs (see `fbs.value`), whose fields are the
+schema's snake_case names in schema (slot) order; ``value.replace(field=...)`` copies one
+with fields changed. Conventions:
 
 - optional fields default to ``None`` (absent in the flatbuffer); vectors are tuples;
   an optional vector distinguishes ``None`` (absent) from ``()`` (empty vector);

@@ -195,6 +195,7 @@ HEAD = '// @module fbs.model.t\n// Doc.\n\nattribute "odf_default";\n\n'
         ("struct S {\n a: int32;\n}", "has no model type"),
         ("union U {\n T,\n}\n// @module fbs.model.u\n\ntable T {\n}", "is not a table here"),
         ("table T {\n a: string;\n", "is not closed"),
+        ("table T {\n a: string (id: 1);\n b: string (id: 0);\n}", "id 1, not 0"),
     ],
 )
 def test_generator_refuses(gen: dict[str, Any], schema: str, why: str) -> None:
