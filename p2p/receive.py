@@ -386,15 +386,19 @@ class PendingBlocks:
 def accept_head_record(
     head_store: HeadStore,
     record: HeadRecord,
+    state: ChainState,
     local: Dataset | None,
     blocks: Sequence[ReceivedBlock],
 ) -> None:
     """Move the high-water mark to ``record`` (before the blocks land, so it never lags).
 
+    ``state`` is what `validate_chain` returned for ``blocks``: the record must be
+    signed for the DID of that chain's Seed, not merely for the DID it names itself.
     The held record may be replaced only by one whose chain contains it: the new
     blocks or the local chain.
 
     Raises:
+        InvalidHeadRecord: the record is signed for another dataset than the chain's.
         StaleHead / Equivocation / NotDescendant: see `HeadStore.accept`.
     """
     new_hashes = {b.hash for b in blocks}
@@ -404,7 +408,7 @@ def accept_head_record(
             return True
         return local is not None and any(h == old for h, _raw, _b in local.iter_blocks())
 
-    head_store.accept(record, expected_dataset_id=record.dataset_id, is_descendant=is_descendant)
+    head_store.accept(record, expected_dataset_id=state.dataset_id, is_descendant=is_descendant)
 
 
 def commit_received(

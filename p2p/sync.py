@@ -701,7 +701,7 @@ def _write_and_name(pending: PendingBlocks) -> None:
 
 def _accept(new: _Received, store: HeadStore, result: PullResult) -> None:
     if new.record is not None and not new.local.resuming:
-        accept_head_record(store, new.record, new.local.ds, new.blocks)
+        accept_head_record(store, new.record, new.state, new.local.ds, new.blocks)
     result.head_record = new.record
 
 

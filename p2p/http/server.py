@@ -615,10 +615,10 @@ def apply_push(server: TransferServer, ds: Dataset | None, push: PushBody, alias
         StaleHead / Equivocation / NotDescendant: the record is refused by the store.
         RefCASFailed / DatasetExists / InvalidAlias: see `p2p.receive.commit_received`.
     """
-    blocks, _state = _check_push(ds, push.record, push.raws)
+    blocks, state = _check_push(ds, push.record, push.raws)
     held = server.head_store.get(push.record.dataset_id)
     if held != push.record:  # the same record again: a retry after a failed append
-        accept_head_record(server.head_store, push.record, ds, blocks)
+        accept_head_record(server.head_store, push.record, state, ds, blocks)
     if ds is not None:
         commit_received(server.workspace, blocks, local=ds)
         return push.record.head

@@ -38,6 +38,7 @@ from p2p.receive import (
     stored_size,
     validate_chain,
 )
+from storage.chain import ChainState
 from storage.dataset import Dataset
 from storage.errors import ChainRuleViolation, HashMismatch, InvalidAlias, InvalidAppend
 from storage.layout import DatasetLayout
@@ -65,6 +66,13 @@ def _record(ws: Workspace, b: ReceivedBlock) -> HeadRecord:
     """The record the dataset's owner signs for block ``b``."""
     key = ws.keys.load(ws.resolve("prices").id)
     return sign_head(key, b.hash, b.block.sequence_number, b.block.system_time)
+
+
+def _state(ws: Workspace) -> ChainState:
+    """The validated state of the "prices" chain (its DID is the Seed's)."""
+    state = ws.get("prices").state()
+    assert state is not None
+    return state
 
 
 def _did(ds: Dataset) -> DatasetId:
@@ -392,7 +400,7 @@ def test_first_head_record_is_accepted_as_the_high_water_mark(
     blocks = _chain(ws.get("prices"))
     store = HeadStore(tmp_path / "p2p")
     record = _record(ws, blocks[-1])
-    accept_head_record(store, record, None, blocks)
+    accept_head_record(store, record, _state(ws), None, blocks)
     assert store.get(record.dataset_id) == record
 
 
@@ -401,9 +409,9 @@ def test_head_record_replaced_when_the_new_blocks_contain_the_held_head(
 ) -> None:
     blocks = _chain(ws.get("prices"))
     store = HeadStore(tmp_path / "p2p")
-    accept_head_record(store, _record(ws, blocks[1]), None, blocks[:2])
+    accept_head_record(store, _record(ws, blocks[1]), _state(ws), None, blocks[:2])
     newer = _record(ws, blocks[-1])
-    accept_head_record(store, newer, None, blocks[1:])  # a clone: no local chain
+    accept_head_record(store, newer, _state(ws), None, blocks[1:])  # a clone: no local chain
     assert store.get(newer.dataset_id) == newer
 
 
@@ -413,12 +421,31 @@ def test_head_record_replaced_when_the_local_chain_contains_the_held_head(
     ds = ws.get("prices")
     blocks = _chain(ds)
     store = HeadStore(tmp_path / "p2p")
-    accept_head_record(store, _record(ws, blocks[1]), None, blocks[:2])
+    accept_head_record(store, _record(ws, blocks[1]), _state(ws), None, blocks[:2])
     add_slices(ds, tmp_path / "more", 1)
     new = _chain(ds)[len(blocks) :]
     newer = _record(ws, new[-1])
-    accept_head_record(store, newer, ds, new)  # the held head is only in the local chain
+    # The held head is only in the local chain.
+    accept_head_record(store, newer, _state(ws), ds, new)
     assert store.get(newer.dataset_id) == newer
+
+
+def test_head_record_signed_for_another_dataset_is_refused(
+    ws: Workspace, tmp_path: Path
+) -> None:
+    # A valid signature by another dataset's key over this chain's head: the record
+    # names its own DID, so only the DID of the chain's Seed can tell it is foreign.
+    blocks = _chain(ws.get("prices"))
+    other = ws.create_dataset("other")
+    key = ws.keys.load(ws.resolve("other").id)
+    head = blocks[-1]
+    foreign = sign_head(key, head.hash, head.block.sequence_number, head.block.system_time)
+    store = HeadStore(tmp_path / "p2p")
+    with pytest.raises(InvalidHeadRecord, match="signed for"):
+        accept_head_record(store, foreign, _state(ws), None, blocks)
+    assert store.get(foreign.dataset_id) is None
+    assert store.get(_state(ws).dataset_id) is None
+    assert _did(other) == foreign.dataset_id
 
 
 @pytest.mark.parametrize("with_local", [False, True], ids=["clone", "update"])
@@ -431,10 +458,10 @@ def test_head_record_not_replaced_by_a_chain_without_the_held_head(
     key = ws.keys.load(ws.resolve("prices").id)
     # The held record names a block at sequence 1 that neither chain holds (a fork).
     forked = sign_head(key, Multihash.sha3_256(b"fork"), 1, blocks[1].block.system_time)
-    accept_head_record(store, forked, None, [])
+    accept_head_record(store, forked, _state(ws), None, [])
     newer = _record(ws, blocks[-1])
     with pytest.raises(NotDescendant):
-        accept_head_record(store, newer, ds if with_local else None, blocks[2:])
+        accept_head_record(store, newer, _state(ws), ds if with_local else None, blocks[2:])
     assert store.get(newer.dataset_id) == forked
 
 
@@ -572,6 +599,28 @@ def test_blocks_written_ahead_are_quarantine_files_holding_each_blocks_bytes(
     assert _pending_files(store) == []
     assert sorted(store.iter_hashes()) == sorted(b.hash for b in blocks)
     assert all(store.get(b.hash) == b.raw for b in blocks)
+
+
+def test_blocks_written_ahead_never_write_through_a_planted_symlink(
+    ws: Workspace, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Someone who can write into the block store plants a symlink where the next
+    # quarantine file goes: the writer must refuse it, not write a block through it.
+    blocks = _chain(ws.get("prices"))
+    store = DiskObjectStore(tmp_path / "blocks")
+    store.quarantine_path()  # creates the store's directory
+    victim = tmp_path / "victim"
+    victim.write_bytes(b"keep")
+    planted = store.root / ".pending-planted"
+    planted.symlink_to(victim)
+    monkeypatch.setattr("p2p.receive.pending_name", lambda: planted.name)
+    pending = PendingBlocks(store, blocks[:1])
+    with pytest.raises(OSError):
+        pending.write()
+    assert victim.read_bytes() == b"keep"
+    assert planted.is_symlink()
+    pending.discard()  # nothing was opened, so nothing of ours is listed to remove
+    assert planted.is_symlink() and victim.read_bytes() == b"keep"
 
 
 def test_blocks_written_ahead_and_discarded_leave_nothing(ws: Workspace, tmp_path: Path) -> None:
