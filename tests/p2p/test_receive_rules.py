@@ -430,9 +430,7 @@ def test_head_record_replaced_when_the_local_chain_contains_the_held_head(
     assert store.get(newer.dataset_id) == newer
 
 
-def test_head_record_signed_for_another_dataset_is_refused(
-    ws: Workspace, tmp_path: Path
-) -> None:
+def test_head_record_signed_for_another_dataset_is_refused(ws: Workspace, tmp_path: Path) -> None:
     # A valid signature by another dataset's key over this chain's head: the record
     # names its own DID, so only the DID of the chain's Seed can tell it is foreign.
     blocks = _chain(ws.get("prices"))
