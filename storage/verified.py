@@ -12,7 +12,8 @@ in by rename has another inode; an edit in place changes ``mtime``/``ctime``). L
 of an unchanged file cost one ``lstat``. Where the whole object is read anyway
 (`iter_slice_sources`, used by ``to_arrow``), a first read hashes the bytes while
 reading them and the caller parses those very bytes: no second pass, no window
-between check and use.
+between check and use. The readers that walk a chain to find its slices and check them
+here are `storage.reads`'s.
 
 Stamps are kept in a process-wide dict and, for a dataset opened from a workspace, in a
 persistent record ``.odf/cache/verified/<did>.json`` (next to the chain-state cache):
@@ -31,27 +32,20 @@ import json
 import os
 import stat
 import threading
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Final
+from typing import Final
 
 from fbs.multiformats import Multihash
 from storage.errors import DamagedObject, MissingObject, UnsafePath
 from storage.fsutil import open_for_read
 
-if TYPE_CHECKING:
-    from storage.dataset import Dataset
-
 __all__ = [
     "RECORD_DIR",
     "SliceSource",
     "VerifiedObjects",
-    "iter_slice_sources",
-    "newest_slice_sources",
     "verified_checkpoint_path",
     "verified_object_path",
-    "verified_slice_paths",
 ]
 
 #: Directory under ``.odf/cache/`` holding the per-dataset records.
@@ -258,108 +252,3 @@ def verified_object_path(root: Path, kind: str, h: Multihash, size: int | None) 
 def verified_checkpoint_path(root: Path, h: Multihash, size: int | None = None) -> Path:
     """`verified_object_path` for a checkpoint."""
     return verified_object_path(root, "checkpoint", h, size)
-
-
-def _slices(dataset: Dataset, head: Multihash | None) -> list[tuple[Multihash, int]]:
-    from fbs.rules import new_data
-
-    start = dataset.head() if head is None else head
-    if start is None:
-        return []
-    out: list[tuple[Multihash, int]] = []
-    for _h, _raw, block in dataset.iter_blocks(start):
-        d = new_data(block.event)
-        if d is not None:
-            out.append((d.physical_hash, d.size))
-    out.reverse()
-    return out
-
-
-def newest_slice_sources(
-    dataset: Dataset, records: int, head: Multihash | None = None
-) -> list[SliceSource]:
-    """The newest slices up to ``head`` (default: the head) that hold at least ``records``
-    records (at least one slice when there is one), oldest first, verified like
-    `iter_slice_sources` (a slice not remembered comes with the bytes just hashed).
-
-    The chain is walked from ``head`` only until those slices are found: reading the end
-    of a dataset (``odf tail``) costs what it shows, not the length of its history.
-
-    Raises:
-        MissingObject / DamagedObject: one of those slices is missing or damaged.
-    """
-    from fbs.rules import new_data
-
-    start = dataset.head() if head is None else head
-    picked: list[tuple[Multihash, int]] = []
-    total = 0
-    for _h, _raw, block in dataset.iter_blocks(start) if start is not None else ():
-        d = new_data(block.event)
-        if d is not None:
-            picked.append((d.physical_hash, d.size))
-            total += d.offset_interval.end - d.offset_interval.start + 1
-            if total >= records:
-                break
-    verifier = dataset.verified_objects
-    root = dataset.layout.data.root
-    try:
-        return [
-            SliceSource(
-                h, root / h.to_multibase(), verifier.check(root, "data", h, size, keep=True)
-            )
-            for h, size in reversed(picked)
-        ]
-    finally:
-        verifier.flush()
-
-
-def iter_slice_sources(dataset: Dataset, head: Multihash | None = None) -> Iterator[SliceSource]:
-    """Every data slice up to ``head`` (default: the head), oldest first, verified.
-
-    A slice not verified before is read whole and hashed; its bytes come with it
-    (``data``), so the caller parses exactly what was checked. A remembered one comes
-    as a path only (``data`` None). The next slice is checked on a worker thread while
-    the caller parses this one (SHA3 releases the GIL): at most two slices in memory.
-
-    Raises:
-        MissingObject / DamagedObject: a missing or damaged slice (when it is reached).
-    """
-    from concurrent.futures import ThreadPoolExecutor
-
-    verifier = dataset.verified_objects
-    root = dataset.layout.data.root
-    items = _slices(dataset, head)
-
-    def check(i: int) -> bytes | None:
-        h, size = items[i]
-        return verifier.check(root, "data", h, size, keep=True)
-
-    try:
-        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="odf-verify") as pool:
-            ahead = pool.submit(check, 0) if items else None
-            for i, (h, _size) in enumerate(items):
-                assert ahead is not None
-                data = ahead.result()
-                ahead = pool.submit(check, i + 1) if i + 1 < len(items) else None
-                yield SliceSource(h, root / h.to_multibase(), data)
-    finally:
-        verifier.flush()
-
-
-def verified_slice_paths(dataset: Dataset, head: Multihash | None = None) -> list[Path]:
-    """Files of every data slice up to ``head`` (default: the head), oldest first, each
-    checked against its block's size and physical hash (cheap when remembered).
-
-    Raises:
-        MissingObject / DamagedObject: a missing or damaged slice.
-    """
-    verifier = dataset.verified_objects
-    root = dataset.layout.data.root
-    out = []
-    try:
-        for h, size in _slices(dataset, head):
-            verifier.check(root, "data", h, size)
-            out.append(root / h.to_multibase())
-    finally:
-        verifier.flush()
-    return out

@@ -287,7 +287,7 @@ def slice_paths(dataset: Dataset, head: Multihash | None = None) -> list[Path]:
         CorruptChain / ObjectNotFound: an unreadable chain or a missing data file.
         DamagedObject: a data file that differs from its metadata.
     """
-    from storage.verified import verified_slice_paths
+    from storage.reads import verified_slice_paths
 
     return verified_slice_paths(dataset, head)
 
@@ -314,8 +314,7 @@ def read_changelog(
         storage.errors.InvalidDataFile: a data file that is not readable Parquet.
         storage.errors.DamagedObject / ObjectNotFound: a damaged or missing data file.
     """
-    from storage.reads import read_slices
-    from storage.verified import iter_slice_sources
+    from storage.reads import iter_slice_sources, read_slices
 
     table = read_slices(iter_slice_sources(dataset, head), columns)
     if table is None:
@@ -351,7 +350,7 @@ def read_live_state(
     """
     from node.ingest.merge import current_state  # only keyed merges: not on an Append's path
     from storage.errors import InvalidDataFile
-    from storage.verified import iter_slice_sources
+    from storage.reads import iter_slice_sources
 
     state: pa.Table | None = None
     for src in iter_slice_sources(dataset, head):

@@ -13,6 +13,7 @@ from node.api import DatasetView
 from node.cli import main
 from storage.dataset import Dataset
 from storage.errors import DamagedObject
+from storage.reads import verified_slice_paths
 from storage.workspace import Workspace
 from tests.node.conftest import RootWriter
 
@@ -39,7 +40,7 @@ def root(tmp_path: Path) -> RootWriter:
 def _slice_files(ds: Dataset) -> list[Path]:
     """The slice files, oldest first, then forgotten (in memory and on disk): the next
     read hashes whatever it uses."""
-    files = verified.verified_slice_paths(ds)
+    files = verified_slice_paths(ds)
     verified.forget_all()
     record = verified.record_path_for(ds.state_cache)
     assert record is not None

@@ -16,12 +16,8 @@ from node.ingest.pipeline import read_changelog, slice_paths
 from storage.dataset import Dataset
 from storage.errors import CorruptObject, DamagedObject, ObjectNotFound
 from storage.hashing import physical_hash_file
-from storage.verified import (
-    iter_slice_sources,
-    verified_checkpoint_path,
-    verified_object_path,
-    verified_slice_paths,
-)
+from storage.reads import iter_slice_sources, verified_slice_paths
+from storage.verified import verified_checkpoint_path, verified_object_path
 from storage.workspace import Workspace
 from tests.node.conftest import RootWriter
 

@@ -13,7 +13,7 @@ from fbs.model import DatasetKind, DatasetSnapshot
 from fbs.multiformats import Multihash
 from storage.dataset import Dataset
 from storage.object_store import DiskObjectStore
-from storage.verified import verified_slice_paths
+from storage.reads import verified_slice_paths
 from storage.verify import ProblemKind, verify_integrity
 from storage.workspace import Workspace
 from tests.node.conftest import RootWriter
