@@ -20,7 +20,7 @@ from libp2p.crypto.ed25519 import Ed25519PrivateKey, create_new_key_pair
 from libp2p.crypto.keys import KeyPair, KeyType, PrivateKey
 from libp2p.peer.id import ID
 
-from p2p.errors import IdentityError
+from p2p.errors import IdentityError, PeerUnavailable
 from storage.errors import StorageError
 from storage.fsutil import atomic_write_bytes, ensure_dir, open_for_read
 
@@ -30,6 +30,7 @@ __all__ = [
     "create_identity",
     "load_identity",
     "load_or_create_identity",
+    "parse_peer_id",
     "peer_id_of",
 ]
 
@@ -121,3 +122,15 @@ def load_or_create_identity(path: Path) -> KeyPair:
     if os.path.lexists(path):
         return load_identity(path)
     return create_identity(path)
+
+
+def parse_peer_id(text: str) -> ID:
+    """Parse a base58 peer id.
+
+    Raises:
+        PeerUnavailable: ``text`` is not a peer id.
+    """
+    try:
+        return ID.from_base58(text)
+    except Exception:  # base58 / multihash errors of assorted types
+        raise PeerUnavailable(f"invalid peer id {text!r}") from None
