@@ -3,6 +3,9 @@
 `engine_process` / `engine` start lazily, on the first test that needs them, and serve
 every package (tests/engine, tests/node). A package-level conftest must not define
 fixtures of the same names, or a second JVM would run next to this one.
+
+`anyio_backend`: the ``pytest.mark.anyio`` tests run on asyncio, the daemon's loop (the
+libp2p host runs trio in its own thread, see `p2p.libp2p.bridge`).
 """
 
 from __future__ import annotations
@@ -47,3 +50,9 @@ def engine(engine_process: EngineProcess) -> Iterator[EngineClient]:
     """A client of the shared engine."""
     with EngineClient(engine_process.address, timeout=300.0) as client:
         yield client
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    """Run ``pytest.mark.anyio`` tests on asyncio only."""
+    return "asyncio"

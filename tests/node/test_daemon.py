@@ -31,11 +31,6 @@ pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
 CFG = NodeConfig(http_port=0, head_poll_interval_s=0.1, pull_retry_delay_s=0.1)
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 # -- config ------------------------------------------------------------------------------
 
 

@@ -31,11 +31,6 @@ from tests.node.conftest import RootWriter
 pytestmark = pytest.mark.anyio
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 class LateStore(AttestationStore):
     """Answers as if the dataset were absent for the first ``hidden`` lookups."""
 

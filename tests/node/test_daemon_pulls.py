@@ -34,11 +34,6 @@ pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
 T0 = Timestamp.parse_rfc3339("2024-01-01T00:00:00Z")
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 class Scripted(PullScheduler):
     """`_pull_once` fails with ``busy`` while ``busy_until`` is above the call count."""
 

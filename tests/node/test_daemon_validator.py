@@ -43,11 +43,6 @@ pytestmark = [pytest.mark.anyio, pytest.mark.timeout(120)]
 CFG = NodeConfig(http_port=0, head_poll_interval_s=0.1, pull_retry_delay_s=0.1)
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 @contextlib.asynccontextmanager
 async def running(ws: Workspace, config: NodeConfig) -> AsyncIterator[NodeDaemon]:
     daemon = NodeDaemon(ws, config)

@@ -43,11 +43,6 @@ FORGED = b"event_time,city,population\n2030-01-01T00:00:00Z,Forged,666\n"
 HONEST = b"event_time,city,population\n2021-01-01T00:00:00Z,C,3000\n"
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 def city_workspace(root: Path) -> Workspace:
     """A workspace owning the demo's push-source dataset with one ingest."""
     root.mkdir(parents=True)

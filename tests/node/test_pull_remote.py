@@ -30,11 +30,6 @@ CFG = NodeConfig(http_port=0, head_poll_interval_s=0.1, pull_retry_delay_s=0.1)
 WAIT_S = 30.0
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 @contextlib.asynccontextmanager
 async def running(ws: Workspace, config: NodeConfig) -> AsyncIterator[NodeDaemon]:
     daemon = NodeDaemon(ws, config)

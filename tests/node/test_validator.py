@@ -45,11 +45,6 @@ MakeRoot = Callable[[str], RootWriter]
 QUERY = "SELECT event_time, city, population * 10 AS p FROM src WHERE population > 1"
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 def publish(ws: Workspace, make_root: MakeRoot, engine: EngineClient) -> None:
     """Root ``src``, honest derivative ``honest``, cheating derivative ``cheat`` (2 blocks each)."""
     src = make_root("src")

@@ -20,11 +20,6 @@ from node.worker_threads import WorkerThreads
 pytestmark = pytest.mark.anyio
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 def _slow_write(started: threading.Event, release: threading.Event, path: Path) -> str:
     started.set()
     release.wait(10)

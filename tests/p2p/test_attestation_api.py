@@ -24,11 +24,6 @@ pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
 
 
 @pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture
 def ws(tmp_path: Path) -> Workspace:
     ws = Workspace.init(tmp_path / "ws")
     ws.add_snapshot(DatasetSnapshot(name="src", kind=DatasetKind.Root, metadata=()))

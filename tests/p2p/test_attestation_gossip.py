@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
-from collections.abc import Callable
 
 import pytest
 
@@ -14,24 +12,11 @@ from p2p.attestation import Attestation, Verdict, sign_attestation
 from p2p.errors import InvalidAttestation
 from p2p.libp2p.attestation_gossip import AttestationGossip
 from p2p.libp2p.host import P2PHost
+from tests.p2p.sync_helpers import wait_for
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
 
 TOPIC = "/odf/attestations/test"
-WAIT_S = 15.0
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-async def wait_for(cond: Callable[[], bool], what: str) -> None:
-    for _ in range(int(WAIT_S / 0.05)):
-        if cond():
-            return
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def attestation(key: KeyPair, seq: int) -> Attestation:

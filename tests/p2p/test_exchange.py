@@ -48,11 +48,6 @@ OBJECT_SIZE = 5 * 2**20 + 123  # several frames, not a multiple of the chunk siz
 LIMITS = ExchangeLimits(stall_timeout_s=1.0, max_blocks_per_request=5)
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 @dataclass
 class World:
     ws: Workspace

@@ -7,7 +7,6 @@ must be told ``busy`` with a hint its client honours (`p2p.libp2p.source`).
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import os
 import time
@@ -25,6 +24,7 @@ from p2p.libp2p.exchange import EXCHANGE_PROTOCOL, ExchangeClient, ExchangeServe
 from p2p.libp2p.host import P2PHost
 from p2p.libp2p.source import Libp2pSource
 from storage.workspace import Workspace
+from tests.p2p.sync_helpers import wait_for
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(120)]
 
@@ -35,11 +35,6 @@ LIMITS = AdmissionLimits(
     objects_burst=2,
     busy_retry_after_s=0.2,
 )
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
 
 
 @dataclass
@@ -76,15 +71,6 @@ async def _head(host: P2PHost, net: Net) -> Multihash | None:
     return remote.head
 
 
-async def _wait(cond: object, what: str, timeout: float = 10.0) -> None:
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if cond():  # type: ignore[operator]
-            return
-        await asyncio.sleep(0.02)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
 async def test_parked_streams_are_capped_and_closed_the_honest_peer_is_served(net: Net) -> None:
     parked = []
     for _ in range(5):
@@ -92,14 +78,14 @@ async def test_parked_streams_are_capped_and_closed_the_honest_peer_is_served(ne
         with contextlib.suppress(PeerUnavailable):
             parked.append(await net.hostile.open_stream(net.node.peer_id, EXCHANGE_PROTOCOL))
     stats = net.server.admission.stats
-    await _wait(lambda: stats.streams_refused >= 2, "streams over the cap to be refused")
-    await _wait(lambda: stats.idle_closed >= 3, "silent streams to be closed at the deadline")
+    await wait_for(lambda: stats.streams_refused >= 2, "streams over the cap to be refused")
+    await wait_for(lambda: stats.idle_closed >= 3, "silent streams to be closed at the deadline")
     assert await _head(net.honest, net) is not None  # never blocked by the parked ones
     for s in parked:
         with contextlib.suppress(Exception):
             await s.close()
     # The hostile peer's own slots are free again once its streams are gone.
-    await _wait(lambda: net.server.admission.peer_load(net.hostile.peer_id)[0] == 0, "release")
+    await wait_for(lambda: net.server.admission.peer_load(net.hostile.peer_id)[0] == 0, "release")
     assert await _head(net.hostile, net) is not None
 
 
@@ -147,6 +133,6 @@ async def test_an_aborted_download_is_counted_not_logged_as_a_failure(
         await stream.read(100)
     await stream.close()
     stats = net.server.admission.stats
-    await _wait(lambda: stats.aborted_downloads >= 1 or net.server.served_requests >= 1, "end")
+    await wait_for(lambda: stats.aborted_downloads >= 1 or net.server.served_requests >= 1, "end")
     assert "Traceback" not in caplog.text
     assert not [r for r in caplog.records if r.levelname in ("ERROR", "CRITICAL")]

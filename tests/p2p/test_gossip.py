@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator, Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any
@@ -16,16 +15,11 @@ from p2p.errors import HostError, InvalidHeadRecord
 from p2p.head_record import HeadRecord, sign_head
 from p2p.libp2p.gossip import HeadGossip
 from p2p.libp2p.host import P2PHost
+from tests.p2p.sync_helpers import wait_for
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
 
 TOPIC = "/odf/heads/test"
-WAIT_S = 15.0
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
 
 
 @dataclass
@@ -33,15 +27,6 @@ class Node:
     host: P2PHost
     gossip: HeadGossip
     got: list[tuple[HeadRecord, str]] = field(default_factory=list)
-
-
-async def wait_for(cond: Callable[[], bool], what: str) -> None:
-    """Poll ``cond`` (bounded): gossip delivery is asynchronous."""
-    for _ in range(int(WAIT_S / 0.05)):
-        if cond():
-            return
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 @pytest.fixture

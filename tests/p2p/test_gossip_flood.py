@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
 import pytest
@@ -27,26 +27,12 @@ from p2p.libp2p.host import GossipSettings, HostConfig, P2PHost
 from p2p.libp2p.pubsub_guard import GossipRateLimiter
 from p2p.peers import Offence, PeerScores, ScoringPolicy
 from tests.p2p.hostile import FloodResult, flood
+from tests.p2p.sync_helpers import wait_for
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(120)]
 
 TOPIC = "/odf/heads/flood-test"
-WAIT_S = 20.0
 T0 = Timestamp.parse_rfc3339("2024-01-01T00:00:00Z")
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-async def wait_for(cond: Callable[[], bool], what: str, timeout: float = WAIT_S) -> None:
-    """Poll ``cond`` every 50 ms; fail after ``timeout`` seconds."""
-    for _ in range(int(timeout / 0.05)):
-        if cond():
-            return
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def forged(key: KeyPair, seq: int) -> bytes:

@@ -14,15 +14,11 @@ from p2p.errors import HostError, HostNotRunning, IdentityError, PeerUnavailable
 from p2p.libp2p.host import HostConfig, P2PHost
 from p2p.libp2p.identity import create_identity, load_identity, load_or_create_identity, peer_id_of
 from p2p.peers import Offence
+from tests.p2p.sync_helpers import wait_for
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
 
 ECHO = "/odf/test-echo/1.0.0"
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
 
 
 async def _echo(stream: object) -> None:
@@ -136,11 +132,8 @@ async def test_banned_peer_is_dropped_and_refused() -> None:
     async with a, b:
         await b.connect(a.addrs[0])
         b.scores.penalise(a.peer_id, Offence.BAD_BYTES, "test")
-        for _ in range(100):  # the disconnect is scheduled in the trio thread
-            if a.peer_id not in b.peers():
-                break
-            await asyncio.sleep(0.05)
-        assert a.peer_id not in b.peers()
+        # The disconnect is scheduled in the trio thread.
+        await wait_for(lambda: a.peer_id not in b.peers(), "the banned peer to be dropped")
         with pytest.raises(PeerUnavailable, match="banned"):
             await b.connect(a.addrs[0])
         with pytest.raises(PeerUnavailable, match="banned"):
@@ -198,17 +191,6 @@ def test_identity_accepts_64_byte_go_form(tmp_path: Path) -> None:
         load_identity(path)
 
 
-async def _until(predicate: object, timeout_s: float = 20.0) -> bool:
-    # Bounded polling: the condition depends on background dials and heartbeats.
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout_s
-    while loop.time() < deadline:
-        if predicate():  # type: ignore[operator]
-            return True
-        await asyncio.sleep(0.05)
-    return False
-
-
 async def test_bootstrap_peers_are_dialled_after_gossip_runs() -> None:
     # py-libp2p 0.8.1 crashed a host started with bootstrap peers (its pubsub notifee
     # ran before the pubsub service): the adapter dials them once gossipsub runs.
@@ -223,9 +205,9 @@ async def test_bootstrap_peers_are_dialled_after_gossip_runs() -> None:
         b = P2PHost(HostConfig(bootstrap=(a.addrs[0],)))
         async with b:
             assert b.running
-            assert await _until(lambda: a.peer_id in b.peers())
+            await wait_for(lambda: a.peer_id in b.peers(), "the bootstrap connection")
             await b.subscribe(topic, on_message)
-            assert await _until(lambda: a.peer_id in b.mesh_peers(topic))
+            await wait_for(lambda: a.peer_id in b.mesh_peers(topic), "the topic peer")
             await b.publish(topic, b"over the bootstrap connection")
             assert await asyncio.wait_for(got.get(), 20) == b"over the bootstrap connection"
 

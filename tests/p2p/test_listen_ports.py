@@ -19,11 +19,6 @@ from p2p.libp2p.listen_ports import check_listen_ports
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 def _listen_addr(host: P2PHost) -> str:
     return host.addrs[0].rsplit("/p2p/", 1)[0]
 

@@ -33,11 +33,6 @@ pytestmark = [pytest.mark.anyio, pytest.mark.timeout(90)]
 CFG = NodeConfig(http_port=0, head_poll_interval_s=0.1, pull_retry_delay_s=0.1)
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 def head_of(ws: Workspace, did: DatasetId) -> Multihash | None:
     try:
         return ws.get(did).head()

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import random
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -31,6 +31,7 @@ from p2p.libp2p.exchange import EXCHANGE_PROTOCOL, ExchangeClient, ExchangeServe
 from p2p.libp2p.host import GOSSIPSUB_PROTOCOLS, GossipMessage, HostConfig, P2PHost
 from p2p.libp2p.pubsub_guard import GuardStats, guard_stream_handlers
 from storage.workspace import Workspace
+from tests.p2p.sync_helpers import wait_for
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(180)]
 
@@ -39,20 +40,6 @@ TOPIC = "/odf/test-guard"
 SETTLE_S = 1.0
 WAIT_S = 30.0
 BOOM = "/odf/test-boom/1.0.0"
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-async def wait_for(cond: Callable[[], bool], what: str, timeout: float = WAIT_S) -> None:
-    """Poll ``cond`` every 50 ms; fail the test after ``timeout`` seconds."""
-    for _ in range(int(timeout / 0.05)):
-        if cond():
-            return
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def _frame(body: bytes) -> bytes:

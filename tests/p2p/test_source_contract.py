@@ -40,11 +40,6 @@ KINDS: tuple[ObjectKind, ...] = ("data", "checkpoint")
 NOWHERE = Multihash.sha3_256(b"held by no one")
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 @dataclass
 class Served:
     """A dataset, a source serving it, and a source of the same peer lacking a dataset."""

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import functools
 import time
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -47,14 +48,9 @@ WAIT_S = 120.0
 CFG = NodeConfig(http_port=0, head_poll_interval_s=0.1, pull_retry_delay_s=0.1)
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 # Validators replay on Spark: allow a slow engine start on a busy machine.
-async def wait_for(cond: Callable[[], bool], what: str, timeout: float = WAIT_S) -> None:
-    await sync_helpers.wait_for(cond, what, timeout)
+#: The shared condition wait, as patient as validation on Spark needs.
+wait_for = functools.partial(sync_helpers.wait_for, timeout=WAIT_S)
 
 
 @contextlib.asynccontextmanager
