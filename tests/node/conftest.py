@@ -1,14 +1,18 @@
 """Fixtures of the coordinator tests: workspaces, root datasets written block by block.
 
+`running` runs a node daemon for the length of a block (the daemon and network tests of
+tests/node and tests/p2p).
+
 The engine (`engine` / `engine_process`) comes from ``tests/conftest.py``: one Spark JVM
 for the whole test session.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -34,6 +38,8 @@ from fbs.model import (
 )
 from fbs.multiformats import Multihash
 from fbs.timestamp import Timestamp
+from node.daemon.config import NodeConfig
+from node.daemon.service import NodeDaemon
 from storage.dataset import CommitResult, Dataset
 from storage.hashing import logical_hash_parquet, physical_hash_file
 from storage.workspace import Workspace
@@ -218,3 +224,16 @@ def commit_forged(ws: Workspace, alias: str, engine: EngineClient) -> CommitResu
     )
     event = output.event.replace(new_data=slice_)
     return commit_transform(ws, dataclasses.replace(output, event=event, data_file=fake))
+
+
+@contextlib.asynccontextmanager
+async def running(
+    ws: Workspace, config: NodeConfig, engine: EngineClient | None = None
+) -> AsyncIterator[NodeDaemon]:
+    """A started `NodeDaemon` of ``ws``, stopped when the block ends."""
+    daemon = NodeDaemon(ws, config, engine=engine)
+    await daemon.start()
+    try:
+        yield daemon
+    finally:
+        await daemon.stop()

@@ -6,9 +6,7 @@ validators, a cheating publisher) is tests/p2p/test_validator_network.py.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import aiohttp
@@ -21,7 +19,6 @@ from fbs.timestamp import Timestamp
 from node.cli import main
 from node.cli_util import EXIT_OK
 from node.daemon.config import NodeConfig, parse_config
-from node.daemon.service import NodeDaemon
 from node.errors import UsageError
 from node.http.auth import bearer_headers, read_token
 from node.validation.disputes import (
@@ -36,21 +33,12 @@ from p2p.attestation_store import AttestationStore
 from p2p.head_record import sign_head
 from storage.errors import DatasetNotFound
 from storage.workspace import Workspace
+from tests.node.conftest import running
 from tests.p2p.sync_helpers import add_slices, make_dataset, new_workspace, wait_for
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(120)]
 
 CFG = NodeConfig(http_port=0, head_poll_interval_s=0.1, pull_retry_delay_s=0.1)
-
-
-@contextlib.asynccontextmanager
-async def running(ws: Workspace, config: NodeConfig) -> AsyncIterator[NodeDaemon]:
-    daemon = NodeDaemon(ws, config)
-    await daemon.start()
-    try:
-        yield daemon
-    finally:
-        await daemon.stop()
 
 
 def head_of(ws: Workspace, did: DatasetId) -> Multihash | None:

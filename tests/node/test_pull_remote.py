@@ -7,9 +7,7 @@ a worker thread (it starts its own asyncio loop, as in a separate ``odf`` proces
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -18,26 +16,16 @@ from fbs.did import DatasetId
 from node.cli import main as odf
 from node.cli_util import EXIT_NOT_FOUND, EXIT_OK, EXIT_USAGE
 from node.daemon.config import NodeConfig
-from node.daemon.service import NodeDaemon
 from p2p.head_store import HeadStore
 from storage.verify import verify_integrity
 from storage.workspace import Workspace
+from tests.node.conftest import running
 from tests.p2p.sync_helpers import add_slices, make_dataset, new_workspace
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(120)]
 
 CFG = NodeConfig(http_port=0, head_poll_interval_s=0.1, pull_retry_delay_s=0.1)
 WAIT_S = 30.0
-
-
-@contextlib.asynccontextmanager
-async def running(ws: Workspace, config: NodeConfig) -> AsyncIterator[NodeDaemon]:
-    daemon = NodeDaemon(ws, config)
-    await daemon.start()
-    try:
-        yield daemon
-    finally:
-        await daemon.stop()
 
 
 async def pull(ws: Workspace, *argv: str) -> int:

@@ -8,9 +8,7 @@ tests/node/test_daemon_process.py.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -18,7 +16,6 @@ import pytest
 from fbs.did import DatasetId
 from fbs.multiformats import Multihash
 from node.daemon.config import NodeConfig
-from node.daemon.service import NodeDaemon
 from p2p.head_record import sign_head
 from p2p.head_store import HeadStore
 from p2p.libp2p.gossip import HEADS_TOPIC
@@ -26,6 +23,7 @@ from p2p.libp2p.host import P2PHost
 from storage.errors import DatasetNotFound
 from storage.verify import verify_integrity
 from storage.workspace import Workspace
+from tests.node.conftest import running
 from tests.p2p.sync_helpers import add_slices, make_dataset, new_workspace, wait_for
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(90)]
@@ -38,16 +36,6 @@ def head_of(ws: Workspace, did: DatasetId) -> Multihash | None:
         return ws.get(did).head()
     except DatasetNotFound:
         return None
-
-
-@contextlib.asynccontextmanager
-async def running(ws: Workspace, config: NodeConfig) -> AsyncIterator[NodeDaemon]:
-    daemon = NodeDaemon(ws, config)
-    await daemon.start()
-    try:
-        yield daemon
-    finally:
-        await daemon.stop()
 
 
 async def test_three_nodes_replicate_signed_heads(tmp_path: Path) -> None:

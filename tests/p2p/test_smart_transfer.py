@@ -80,11 +80,9 @@ async def smart_pull(dest: Workspace, url: str, alias: str = "prices") -> PullRe
 
 
 @pytest.fixture
-def pair(tmp_path: Path) -> tuple[Workspace, Workspace, Path]:
-    src = new_workspace(tmp_path / "a")
-    dst = new_workspace(tmp_path / "b")
-    make_dataset(src, "prices", tmp_path / "files", 6, checkpoints=True)
-    return src, dst, tmp_path
+def pair_slices() -> int:
+    """`pair`'s source holds 6 slices (the conftest's default is 3)."""
+    return 6
 
 
 # -- pull -------------------------------------------------------------------------------------

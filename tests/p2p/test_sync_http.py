@@ -69,14 +69,6 @@ async def pull_from(
         return await pull_dataset(dest, sources, alias=alias, head_record=record, **kw)
 
 
-@pytest.fixture
-def pair(tmp_path: Path) -> tuple[Workspace, Workspace, Path]:
-    src = new_workspace(tmp_path / "a")
-    dst = new_workspace(tmp_path / "b")
-    make_dataset(src, "prices", tmp_path / "files", 3, checkpoints=True)
-    return src, dst, tmp_path
-
-
 def test_clone_then_incremental_update(pair: tuple[Workspace, Workspace, Path]) -> None:
     src, dst, tmp = pair
 

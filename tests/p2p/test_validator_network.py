@@ -13,11 +13,10 @@ attestations published by a raw libp2p host are rejected.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
 import functools
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -38,7 +37,7 @@ from p2p.libp2p.attestation_gossip import ATTESTATIONS_TOPIC
 from p2p.libp2p.host import HostConfig, P2PHost
 from storage.errors import DatasetNotFound
 from storage.workspace import Workspace
-from tests.node.conftest import RootWriter, add_derivative, commit_forged
+from tests.node.conftest import RootWriter, add_derivative, commit_forged, running
 from tests.node.test_validator import QUERY
 from tests.p2p import sync_helpers
 
@@ -51,18 +50,6 @@ CFG = NodeConfig(http_port=0, head_poll_interval_s=0.1, pull_retry_delay_s=0.1)
 # Validators replay on Spark: allow a slow engine start on a busy machine.
 #: The shared condition wait, as patient as validation on Spark needs.
 wait_for = functools.partial(sync_helpers.wait_for, timeout=WAIT_S)
-
-
-@contextlib.asynccontextmanager
-async def running(
-    ws: Workspace, config: NodeConfig, engine: EngineClient | None = None
-) -> AsyncIterator[NodeDaemon]:
-    daemon = NodeDaemon(ws, config, engine=engine)
-    await daemon.start()
-    try:
-        yield daemon
-    finally:
-        await daemon.stop()
 
 
 def publish(
