@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import json
 from pathlib import Path
@@ -24,7 +23,7 @@ from node.errors import UsageError
 from node.http.auth import bearer_headers, read_token, token_path
 from p2p.sync import pull_dataset
 from storage.verify import verify_integrity
-from tests.p2p.sync_helpers import make_dataset, new_workspace
+from tests.p2p.sync_helpers import make_dataset, new_workspace, wait_for
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
 
@@ -168,12 +167,12 @@ async def test_owned_head_is_signed_on_every_commit(tmp_path: Path) -> None:
     async with NodeDaemon(ws, CFG):
         for i in range(2):
             add_slices(ds, tmp_path / f"more{i}", 1)
-            for _ in range(200):
-                held = store.get(state.dataset_id)
-                if held is not None and held.head == ds.head():
-                    break
-                await asyncio.sleep(0.05)
-            assert held is not None and held.head == ds.head()
+            await wait_for(
+                lambda: (r := store.get(state.dataset_id)) is not None and r.head == ds.head(),
+                "the record of the new head",
+            )
+            held = store.get(state.dataset_id)
+            assert held is not None
             held.verify()
 
 

@@ -7,7 +7,6 @@ and what it reports.
 
 from __future__ import annotations
 
-import asyncio
 import random
 from collections.abc import Sequence
 from pathlib import Path
@@ -28,6 +27,7 @@ from p2p.libp2p.host import P2PHost
 from p2p.peers import PeerScores
 from p2p.sync import PullResult
 from storage.workspace import Workspace
+from tests.p2p.sync_helpers import wait_for
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
 
@@ -78,10 +78,8 @@ def rec(key: KeyPair, seq: int) -> HeadRecord:
     return sign_head(key, Multihash.sha3_256(b"%d" % seq), seq, T0)
 
 
-async def _settle(s: Scripted) -> None:
-    async with asyncio.timeout(30):
-        while s.wants:
-            await asyncio.sleep(0.01)
+async def _settle(s: Scripted, timeout: float = 30.0) -> None:
+    await wait_for(lambda: not s.wants, "every wanted record to be pulled", timeout)
 
 
 async def test_a_busy_source_is_retried_past_pull_attempts_until_the_head_is_fetched(
@@ -105,12 +103,9 @@ async def test_a_newer_record_wakes_a_waiting_retry_and_supersedes_the_old_one(
     key = KeyPair.generate()
     s.queue(rec(key, 1), "peer-a")
     # Wait until the retry delay has grown well past what the test could wait for.
-    async with asyncio.timeout(30):
-        while len(s.calls) < 6:
-            await asyncio.sleep(0.01)
+    await wait_for(lambda: len(s.calls) >= 6, "six busy answers", 30.0)
     s.queue(rec(key, 2), "peer-b")  # wakes the wait at once: no multi-second sleep
-    async with asyncio.timeout(5):
-        await _settle(s)
+    await _settle(s, 5.0)
     assert [r.sequence_number for r in s.pulled] == [2]
     assert s.calls[-1] == 2
 
@@ -119,12 +114,9 @@ async def test_a_new_provider_wakes_a_waiting_retry(tmp_path: Path) -> None:
     s = Scripted(tmp_path, busy_until=6, attempts=1)
     record = rec(KeyPair.generate(), 3)
     s.queue(record, "peer-a")
-    async with asyncio.timeout(30):
-        while len(s.calls) < 6:
-            await asyncio.sleep(0.01)
+    await wait_for(lambda: len(s.calls) >= 6, "six busy answers", 30.0)
     s.queue(record, "peer-c")
-    async with asyncio.timeout(5):
-        await _settle(s)
+    await _settle(s, 5.0)
     assert s.wants == {} and [r.sequence_number for r in s.pulled] == [3]
 
 

@@ -85,7 +85,11 @@ async def _announce_during(
     line: Line, flooding: asyncio.Task[FloodResult], record: HeadRecord
 ) -> FloodResult:
     """B announces ``record`` while M floods; C must receive it; B must cut M off."""
-    await asyncio.sleep(0.3)  # the flood is under way (or already cut off)
+    stats = line.node.guard_stats
+    await wait_for(
+        lambda: stats.invalid_messages + stats.rate_limited > 0 or flooding.done(),
+        "the flood to reach B",
+    )
     await line.node_gossip.announce(record)
     await wait_for(lambda: record in line.honest_got, "C to receive B's own head")
     result = await flooding
@@ -148,8 +152,7 @@ async def test_a_banned_peer_is_refused_when_it_reconnects(line: Line) -> None:
             break
         await asyncio.sleep(0.25)
     await wait_for(lambda: line.node.guard_stats.refused_connections > refused, "the refusal")
-    await asyncio.sleep(0.5)
-    assert m not in line.node.peers()
+    await wait_for(lambda: m not in line.node.peers(), "B to close M's new connection")
 
 
 async def test_gossip_limits_come_from_the_host_config() -> None:

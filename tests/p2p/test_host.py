@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import stat
+import threading
 from pathlib import Path
 
 import pytest
@@ -95,11 +97,14 @@ async def test_stop_fails_pending_calls_with_host_not_running() -> None:
     h = P2PHost()
     await h.start()
 
+    in_flight = threading.Event()
+
     async def forever() -> None:
+        in_flight.set()
         await trio.sleep_forever()
 
     task = asyncio.ensure_future(h.run_trio(forever))
-    await asyncio.sleep(0.05)
+    await wait_for(in_flight.is_set, "the call to run in the trio thread")
     await h.stop()
     with pytest.raises(HostNotRunning):
         await task
@@ -212,7 +217,10 @@ async def test_bootstrap_peers_are_dialled_after_gossip_runs() -> None:
             assert await asyncio.wait_for(got.get(), 20) == b"over the bootstrap connection"
 
 
-async def test_unreachable_or_invalid_bootstrap_peers_do_not_stop_the_host() -> None:
+async def test_unreachable_or_invalid_bootstrap_peers_do_not_stop_the_host(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.WARNING, logger="p2p.libp2p.bootstrap")
     async with P2PHost() as gone:
         dead_addr = gone.addrs[0]  # a real peer id whose host is stopped below
     cfg = HostConfig(
@@ -223,6 +231,9 @@ async def test_unreachable_or_invalid_bootstrap_peers_do_not_stop_the_host() -> 
     )
     async with P2PHost(cfg) as h, P2PHost() as other:
         assert h.running
-        await asyncio.sleep(0.3)  # let the failing dials and their retry run
+        # The dead peer's dials (and their retry) have all failed.
+        await wait_for(
+            lambda: "unreachable after 2 attempts" in caplog.text, "the bootstrap dials to end"
+        )
         assert h.running and h.peers() == []
         assert await h.connect(other.addrs[0]) == other.peer_id  # still fully usable

@@ -7,7 +7,6 @@ tests/node/test_daemon_process.py.
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 from pathlib import Path
 
@@ -147,13 +146,17 @@ async def test_forged_replayed_and_lower_records_are_ignored(tmp_path: Path) -> 
                 ):
                     await evil.publish(HEADS_TOPIC, payload)
                 await wait_for(lambda: b.gossip.rejected >= rejected_before + 3, "rejections")
-                await asyncio.sleep(0.5)
                 assert store_b.get(did) == current
                 assert head_of(wb, did) == ds.head()
                 assert all(r.ok for r in b.history)  # nothing was pulled for the fakes
                 # Honest data still arrives.
                 add_slices(ds, tmp_path / "s3", 1)
+                # Had B accepted a fake (sequence numbers up to +9), this record (+1)
+                # would be refused as stale and never arrive.
                 await wait_for(lambda: head_of(wb, did) == ds.head(), "honest head after attack")
+                held = store_b.get(did)
+                assert held is not None and held.head == ds.head()
+                assert all(r.ok for r in b.history)
             finally:
                 await evil.stop()
     assert verify_integrity(wb.get(did)).ok

@@ -43,6 +43,7 @@ from tests.p2p.sync_helpers import (
     serve,
     serve_workspace,
     tampering_app,
+    wait_for,
 )
 
 TIMEOUT_S = 60
@@ -487,7 +488,8 @@ def test_push_answers_progress_pings(
     real_send = client._Channel.send
 
     async def slow_upload(*args: Any) -> None:
-        await asyncio.sleep(0.2)  # long enough for several pings
+        # Held until the client has answered a progress ping.
+        await wait_for(lambda: any('"Running"' in a for a in answered), "a ping answered")
         await real_upload(*args)
 
     async def send(self: Any, doc: Any) -> None:
