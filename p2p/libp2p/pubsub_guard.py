@@ -43,7 +43,7 @@ Counters of what was contained are in `GuardStats` (shown in ``/api/status``).
 
 How to remove once upstream contains handler exceptions itself (check by running
 ``tests/p2p/test_pubsub_guard.py`` against ``Pubsub`` instead of `GuardedPubsub`): in
-``p2p/libp2p/host.py`` build ``Pubsub(host, gossipsub, strict_signing=True)`` again, drop the
+``p2p/libp2p/stack.py`` build ``Pubsub(host, gossipsub, strict_signing=True)`` again, drop the
 `guard_stream_handlers` call and the `GuardStats` status field, delete this module. The
 tests must keep passing unchanged.
 """
@@ -91,7 +91,7 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 #: Largest inbound pubsub RPC frame (py-libp2p's default; our payloads are at most
-#: `p2p.libp2p.host.MAX_GOSSIP_MESSAGE_BYTES`, and an RPC may batch several plus control data).
+#: `p2p.libp2p.settings.MAX_GOSSIP_MESSAGE_BYTES`, and an RPC may batch several plus control data).
 MAX_PUBSUB_RPC_BYTES: Final = 1024 * 1024
 #: Forwarders whose token buckets are remembered (the fullest are forgotten first).
 MAX_RATE_BUCKETS: Final = 4096

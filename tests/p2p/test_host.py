@@ -13,8 +13,11 @@ import pytest
 import trio
 
 from p2p.errors import HostError, HostNotRunning, IdentityError, PeerUnavailable
+from p2p.libp2p.bootstrap import RedialAddrs, dial_list
 from p2p.libp2p.host import HostConfig, P2PHost
 from p2p.libp2p.identity import create_identity, load_identity, load_or_create_identity, peer_id_of
+from p2p.libp2p.settings import RESTART_STABLE_AFTER_S
+from p2p.libp2p.supervisor import next_restart_delay
 from p2p.peers import Offence
 from tests.p2p.sync_helpers import wait_for
 
@@ -237,3 +240,26 @@ async def test_unreachable_or_invalid_bootstrap_peers_do_not_stop_the_host(
         )
         assert h.running and h.peers() == []
         assert await h.connect(other.addrs[0]) == other.peer_id  # still fully usable
+
+
+def test_restart_delay_doubles_to_the_cap_and_starts_over_after_a_stable_run() -> None:
+    cfg = HostConfig(restart_delay_s=1.0, restart_max_delay_s=5.0)
+    delay, seen = cfg.restart_delay_s, []
+    for _ in range(5):  # a crash loop: each run ends at once
+        now, delay = next_restart_delay(delay, 0.0, cfg)
+        seen.append(now)
+    assert seen == [1.0, 2.0, 4.0, 5.0, 5.0]
+    # A run that stayed up long enough was no crash loop: back to the first delay.
+    assert next_restart_delay(delay, RESTART_STABLE_AFTER_S, cfg) == (1.0, 2.0)
+    assert next_restart_delay(delay, RESTART_STABLE_AFTER_S - 1, cfg) == (5.0, 5.0)
+
+
+def test_redial_addresses_are_bounded_and_the_most_recent_win() -> None:
+    redial = RedialAddrs(limit=2)
+    redial.remember("a", "/a/1")
+    redial.remember("b", "/b/1")
+    redial.remember("a", "/a/2")  # a's newer address, now the most recent
+    redial.remember("c", "/c/1")  # over the limit: b, the oldest, goes
+    assert redial.addrs() == ["/a/2", "/c/1"]
+    # Bootstrap peers first, each address once.
+    assert dial_list(["/c/1", "/boot"], redial) == ["/c/1", "/boot", "/a/2"]

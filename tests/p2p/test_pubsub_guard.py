@@ -232,7 +232,7 @@ async def _boom(stream: Any) -> None:
 
 
 async def _register_raw(host: P2PHost, protocol: str, *, guard: bool) -> None:
-    """Register `_boom` directly with py-libp2p (bypassing `P2PHost._wrap_handler`)."""
+    """Register `_boom` directly with py-libp2p (bypassing `p2p.libp2p.streams.guard_handler`)."""
     stats = GuardStats()
 
     async def register() -> None:
