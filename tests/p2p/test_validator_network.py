@@ -242,7 +242,7 @@ async def check_bad_attestations(
 
         await raw.subscribe(ATTESTATIONS_TOPIC, nothing)
         await wait_for(
-            lambda: o.host.peer_id in raw.mesh_peers(ATTESTATIONS_TOPIC), "topic peer", 30.0
+            lambda: o.host.peer_id in raw.mesh_peers(ATTESTATIONS_TOPIC), "topic peer", timeout=30.0
         )
         gossip_rejected = o.attestation_gossip.rejected
         stats = dict(o.attest.stats)
@@ -289,7 +289,7 @@ async def check_bad_attestations(
                 and o.attest.stats["rejected"] >= stats["rejected"] + 1
             ),
             "rejections",
-            30.0,
+            timeout=30.0,
         )
     finally:
         await raw.stop()
