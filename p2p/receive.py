@@ -350,6 +350,8 @@ class PendingBlocks:
                 `discard`).
         """
         self.store.quarantine_path()  # creates the store's directory
+        # Never through anything planted at the path: O_EXCL refuses any existing entry,
+        # a symlink included (EEXIST), and O_NOFOLLOW would refuse a symlink without it.
         flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
         for b in self._blocks:
             path = self.store.root / pending_name()
