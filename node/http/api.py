@@ -52,6 +52,7 @@ from fbs.did import DatasetId
 from fbs.errors import FbsError
 from fbs.keys import KeyPair
 from node.http.auth import AccessPolicy, load_or_create_token
+from node.web import mount as mount_web_ui
 from p2p.errors import P2PError
 from p2p.head_store import HeadStore
 from p2p.http.server import (
@@ -430,5 +431,7 @@ def create_app(
     app[_STARTED] = time.monotonic()
     if setup is not None:
         setup(app)
-    add_routes(app, (*ROUTES, *extra_routes, CATCH_ALL))
+    # The web UI's pages (`node.web`) first: behind the same guard, no route shadows them.
+    ui = mount_web_ui(app, peers=app[_HOOKS].peers, status=app[_HOOKS].status)
+    add_routes(app, (*ui, *ROUTES, *extra_routes, CATCH_ALL))
     return app

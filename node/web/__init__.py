@@ -1,0 +1,25 @@
+"""The node's web UI: pages for people, served by ``odf node run`` on its HTTP port.
+
+``/ui/`` lists the datasets (search, kind, head, size, freshness), ``/ui/dataset?ds=A``
+shows one (schema, metadata chain as sentences, data preview with paging, lineage graph,
+signed head and attestations), ``/ui/sql`` runs a query on the embedded engine (table and
+chart), ``/ui/network`` shows peers, bans with reasons and followed datasets. Open pages
+follow new heads over server-sent events (``/ui/events``) without reloading.
+
+The stack, and why: HTML rendered on the server from small Python functions
+(`node.web.html`, `node.web.render`: every value escaped at one place, no template
+engine to install or sandbox), the lineage graph and the result chart drawn on the
+server as inline SVG (no chart library), and one short vanilla script
+(``static/app.js``: EventSource, fetch-and-swap, search) served from this package. No
+build step, no framework, nothing fetched from the internet, and a Content-Security-
+Policy that allows only the node's own script and stylesheet. Modules:
+
+- `node.web.app`: routes and handlers (`mount`);
+- `node.web.views`: what pages show, read from the workspace (blocking; run in threads);
+- `node.web.render`, `node.web.lineage`, `node.web.chart`, `node.web.sqlpage`: markup;
+- `node.web.live`: the head watcher behind the event stream.
+"""
+
+from node.web.app import mount
+
+__all__ = ["mount"]

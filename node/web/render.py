@@ -1,0 +1,203 @@
+"""The pages' markup, from the values of `node.web.views` (pure: no I/O)."""
+
+from __future__ import annotations
+
+import datetime as _dt
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import pyarrow as pa
+
+from node.web.html import ago, dataset_href, esc, human_size, short_hash, table
+from node.web.lineage import lineage_svg
+from node.web.views import PAGE_ROWS, DatasetDetail, DatasetRow
+
+__all__ = [
+    "dataset_body",
+    "list_body",
+    "list_row",
+    "network_body",
+    "preview_section",
+    "result_table",
+]
+
+LIST_HEADERS = ("Dataset", "Kind", "Head", "Blocks", "Records", "Size", "Watermark", "Updated")
+
+
+def _when(value: _dt.datetime | None, now: _dt.datetime) -> str:
+    if value is None:
+        return "—"
+    text = value.strftime("%Y-%m-%d %H:%M:%S")
+    return f'<time datetime="{esc(value.isoformat())}" title="{esc(ago(value, now))}">{text}</time>'
+
+
+def list_row(row: DatasetRow, now: _dt.datetime) -> str:
+    """One ``<tr>`` of the dataset list (also sent over server-sent events)."""
+    name = f'<a href="{dataset_href(row.alias)}">{esc(row.alias)}</a>'
+    if row.owned:
+        name += ' <span class="tag">owned</span>'
+    attrs = f'data-id="{esc(row.did)}" data-alias="{esc(row.alias.lower())}"'
+    if row.error:
+        return (
+            f'<tr {attrs}><td>{name}</td><td colspan="7" class="error">{esc(row.error)}</td></tr>'
+        )
+    cells = (
+        esc(row.kind or "—"),
+        f'<code title="{esc(row.head)}">{esc(short_hash(row.head))}</code>',
+        str(row.blocks),
+        f"{row.records:,}",
+        human_size(row.size),
+        _when(row.watermark, now),
+        _when(row.updated, now),
+    )
+    return f"<tr {attrs}><td>{name}</td>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>"
+
+
+def list_body(rows: Sequence[DatasetRow], query: str, now: _dt.datetime) -> str:
+    """The dataset list page: a search box and one row per dataset."""
+    form = (
+        '<form class="search" method="get" action="/ui/">'
+        f'<input id="search" type="search" name="q" value="{esc(query)}" '
+        'placeholder="search datasets" autocomplete="off" aria-label="search datasets">'
+        "</form>"
+    )
+    count = f'<p class="muted"><span id="count">{len(rows)}</span> dataset(s)</p>'
+    body = table(LIST_HEADERS, (list_row(r, now) for r in rows), tid="datasets")
+    return f"<h1>Datasets</h1>{form}{count}{body}"
+
+
+def _facts(row: DatasetRow, now: _dt.datetime) -> str:
+    items = (
+        ("DID", f"<code>{esc(row.did)}</code>"),
+        ("Kind", esc(row.kind or "—")),
+        ("Head", f'<code id="head">{esc(row.head or "—")}</code>'),
+        ("Blocks / records / size", f"{row.blocks} / {row.records:,} / {human_size(row.size)}"),
+        ("Watermark", _when(row.watermark, now)),
+        ("Last update", _when(row.updated, now)),
+    )
+    return "<dl class=facts>" + "".join(f"<dt>{k}</dt><dd>{v}</dd>" for k, v in items) + "</dl>"
+
+
+def _trust(detail: DatasetDetail) -> str:
+    signed = detail.signed_head
+    head = detail.row.head
+    if signed is None:
+        sig = "<p>No signed head record held for this dataset.</p>"
+    else:
+        match = "matches the local head" if signed.head.to_multibase() == head else "differs"
+        sig = (
+            f"<p>Signed head: block {signed.sequence_number} "
+            f"<code>{esc(short_hash(signed.head.to_multibase()))}</code>, "
+            f"signed {esc(signed.system_time.to_rfc3339())} ({match}).</p>"
+        )
+    status = detail.attestations
+    if status is None or not status.attestations:
+        atts = "<p>No attestations: no validator has reported on this chain.</p>"
+    else:
+        rows = (
+            f'<tr class="verdict-{esc(a.verdict.value)}"><td><code>'
+            f"{esc(short_hash(a.validator.to_did_key(), 16))}</code></td>"
+            f"<td>{a.sequence_number}</td><td><code>{esc(short_hash(a.block_hash.to_multibase()))}"
+            f"</code></td><td>{esc(a.verdict.value)}</td><td>{esc(a.detail)}</td>"
+            f"<td>{esc(a.system_time.to_rfc3339())}</td></tr>"
+            for a in status.attestations
+        )
+        headers = ("Validator", "Block", "Hash", "Verdict", "Detail", "Checked")
+        atts = table(headers, rows)
+        if status.disputed:
+            atts = (
+                '<p class="error">Disputed: a validator found a block that does not '
+                "reproduce from its inputs.</p>" + atts
+            )
+    return f"<h2>Signed head and attestations</h2>{sig}{atts}"
+
+
+def _events(detail: DatasetDetail, now: _dt.datetime) -> str:
+    rows = (
+        f"<tr><td>{e.sequence_number}</td><td><strong>{esc(e.kind)}</strong></td>"
+        f"<td>{esc(e.summary)}</td><td>{_when(e.system_time, now)}</td>"
+        f'<td><code title="{esc(e.block_hash)}">{esc(short_hash(e.block_hash))}</code></td></tr>'
+        for e in detail.events
+    )
+    return "<h2>Metadata chain</h2>" + table(("#", "Event", "What it says", "Time", "Block"), rows)
+
+
+def _schema(detail: DatasetDetail) -> str:
+    if not detail.schema:
+        return "<h2>Schema</h2><p>No schema declared yet.</p>"
+    rows = (f"<tr><td>{esc(n)}</td><td><code>{esc(t)}</code></td></tr>" for n, t in detail.schema)
+    return "<h2>Schema</h2>" + table(("Column", "Type"), rows)
+
+
+def dataset_body(detail: DatasetDetail, preview_html: str, now: _dt.datetime) -> str:
+    """The dataset page: facts, lineage, schema, preview, chain, trust."""
+    row = detail.row
+    graph = lineage_svg(row.alias, detail.inputs, detail.outputs)
+    return (
+        f'<h1 data-id="{esc(row.did)}">{esc(row.alias)}</h1>{_facts(row, now)}'
+        f"<h2>Lineage</h2>{graph}{_schema(detail)}{preview_html}"
+        f"{_events(detail, now)}{_trust(detail)}"
+    )
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return '<span class="null">null</span>'
+    if isinstance(value, _dt.datetime):
+        return esc(value.isoformat())
+    return esc(value)
+
+
+def result_table(result: pa.Table, *, tid: str = "") -> str:
+    """An Arrow table as an HTML table."""
+    columns = [result.column(i).to_pylist() for i in range(result.num_columns)]
+    rows = (
+        "<tr>" + "".join(f"<td>{_cell(col[r])}</td>" for col in columns) + "</tr>"
+        for r in range(result.num_rows)
+    )
+    return table(result.column_names, rows, cls="data", tid=tid)
+
+
+def preview_section(alias: str, rows: pa.Table, page: int, more: bool) -> str:
+    """The data preview (newest first) with its pager; swapped in place by the script."""
+    nav = []
+    if page > 0:
+        href = dataset_href(alias, page=page - 1)
+        nav.append(f'<a href="{href}" data-swap="#preview" rel="prev">newer</a>')
+    nav.append(f"<span>page {page + 1}</span>")
+    if more:
+        href = dataset_href(alias, page=page + 1)
+        nav.append(f'<a href="{href}" data-swap="#preview" rel="next">older</a>')
+    body = result_table(rows) if rows.num_columns else "<p>No records yet.</p>"
+    return (
+        f'<section id="preview"><h2>Data (newest first, {PAGE_ROWS} per page)</h2>'
+        f'<nav class="pager">{"".join(nav)}</nav>{body}</section>'
+    )
+
+
+def network_body(peers: Sequence[Mapping[str, Any]], status: Mapping[str, Any]) -> str:
+    """The network page: this node, its peers (bans with reasons), followed datasets."""
+    peer_rows = (
+        f'<tr class="{"banned" if p.get("banned") else ""}"><td><code>{esc(p.get("peerId"))}'
+        f"</code></td><td>{'yes' if p.get('connected') else 'no'}</td>"
+        f"<td>{esc(p.get('score', 0))}</td><td>{'banned' if p.get('banned') else '—'}</td>"
+        f"<td>{esc(p.get('offences', 0))}</td><td>{esc(p.get('lastReason') or '')}</td></tr>"
+        for p in peers
+    )
+    peers_html = (
+        table(("Peer", "Connected", "Score", "Ban", "Offences", "Last reason"), peer_rows)
+        if peers
+        else "<p>No peers known.</p>"
+    )
+    follow = list(status.get("follow") or [])
+    follow_html = (
+        "<ul>" + "".join(f"<li>{esc(f)}</li>" for f in follow) + "</ul>"
+        if follow
+        else "<p>No dataset followed.</p>"
+    )
+    me = (
+        f"<dl class=facts><dt>Peer id</dt><dd><code>{esc(status.get('peerId') or '—')}</code></dd>"
+        f"<dt>Listening on</dt><dd>{esc(', '.join(status.get('addrs') or []) or '—')}</dd>"
+        f"<dt>HTTP</dt><dd>{esc(status.get('httpUrl') or '—')}</dd></dl>"
+    )
+    return f"<h1>Network</h1>{me}<h2>Peers</h2>{peers_html}<h2>Followed datasets</h2>{follow_html}"

@@ -1,0 +1,243 @@
+"""What the pages show, read from the workspace (blocking: handlers run these in a thread).
+
+Each function returns plain frozen values; the rendering lives in `node.web.pages`.
+A dataset whose chain cannot be read is shown with the error instead of its facts: one
+damaged dataset must not take the list page down.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as _dt
+from dataclasses import dataclass
+from typing import Final
+
+import pyarrow as pa
+
+from fbs.did import DatasetId
+from fbs.errors import FbsError
+from node.render.events import event_summary
+from p2p.attestation_store import AttestationStatus, AttestationStore
+from p2p.errors import P2PError
+from p2p.head_record import HeadRecord
+from p2p.head_store import HeadStore
+from storage.catalog import DatasetEntry
+from storage.chain import ChainState
+from storage.errors import StorageError
+from storage.workspace import Workspace
+
+__all__ = [
+    "MAX_EVENTS",
+    "PAGE_ROWS",
+    "ChainEvent",
+    "DatasetDetail",
+    "DatasetRow",
+    "dataset_detail",
+    "dataset_rows",
+    "heads",
+    "preview",
+]
+
+#: Records per page of the data preview.
+PAGE_ROWS: Final = 50
+#: Newest metadata events shown on a dataset page.
+MAX_EVENTS: Final = 200
+_READ_ERRORS: Final = (StorageError, FbsError, OSError)
+
+
+@dataclass(frozen=True, slots=True)
+class DatasetRow:
+    """One line of the dataset list (``error`` set when the chain could not be read)."""
+
+    alias: str
+    did: str
+    kind: str = ""
+    head: str = ""
+    blocks: int = 0
+    records: int = 0
+    size: int = 0
+    watermark: _dt.datetime | None = None
+    updated: _dt.datetime | None = None
+    owned: bool = False
+    error: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class ChainEvent:
+    """A metadata block as a person reads it."""
+
+    sequence_number: int
+    block_hash: str
+    system_time: _dt.datetime
+    kind: str
+    summary: str
+
+
+@dataclass(frozen=True, slots=True)
+class DatasetDetail:
+    """Everything the dataset page shows."""
+
+    row: DatasetRow
+    schema: tuple[tuple[str, str], ...]
+    events: tuple[ChainEvent, ...]
+    inputs: tuple[tuple[str, bool], ...]
+    outputs: tuple[tuple[str, bool], ...]
+    signed_head: HeadRecord | None
+    attestations: AttestationStatus | None
+
+
+def _row(ws: Workspace, entry: DatasetEntry, state: ChainState | None) -> DatasetRow:
+    did = entry.id.to_did_odf()
+    if state is None:
+        return DatasetRow(entry.alias, did, owned=ws.keys.has(entry.id))
+    watermark = state.last_watermark
+    return DatasetRow(
+        entry.alias,
+        did,
+        kind=state.kind.name,
+        head=state.head.to_multibase(),
+        blocks=state.num_blocks,
+        records=state.num_records,
+        size=state.data_size,
+        watermark=None if watermark is None else watermark.to_datetime(),
+        updated=state.system_time.to_datetime(),
+        owned=ws.keys.has(entry.id),
+    )
+
+
+def _state(ws: Workspace, entry: DatasetEntry) -> ChainState | None:
+    return ws.get(entry.id, require_head=False).state()
+
+
+def dataset_row(ws: Workspace, entry: DatasetEntry) -> DatasetRow:
+    """The list line of one dataset."""
+    try:
+        return _row(ws, entry, _state(ws, entry))
+    except _READ_ERRORS as e:
+        return DatasetRow(entry.alias, entry.id.to_did_odf(), error=str(e).splitlines()[0])
+
+
+def dataset_rows(ws: Workspace, query: str = "") -> list[DatasetRow]:
+    """Every dataset whose alias contains ``query`` (case-insensitive), by alias."""
+    needle = query.strip().lower()
+    entries = sorted(ws.list(), key=lambda e: e.alias)
+    return [dataset_row(ws, e) for e in entries if needle in e.alias.lower()]
+
+
+def heads(ws: Workspace) -> dict[DatasetId, str]:
+    """The current head of every dataset (multibase; ``""`` before its Seed)."""
+    out: dict[DatasetId, str] = {}
+    for entry in ws.list():
+        try:
+            head = ws.get(entry.id, require_head=False).head()
+        except _READ_ERRORS:
+            continue
+        out[entry.id] = "" if head is None else head.to_multibase()
+    return out
+
+
+def _events(ws: Workspace, entry: DatasetEntry) -> tuple[ChainEvent, ...]:
+    events = []
+    ds = ws.get(entry.id, require_head=False)
+    for h, _raw, block in ds.iter_blocks():
+        events.append(
+            ChainEvent(
+                block.sequence_number,
+                h.to_multibase(),
+                block.system_time.to_datetime(),
+                type(block.event).__name__,
+                event_summary(block.event),
+            )
+        )
+        if len(events) >= MAX_EVENTS:
+            break
+    return tuple(events)
+
+
+def _resolve_input(ws: Workspace, ref: str) -> tuple[str, bool]:
+    """The local alias of a transform input reference and ``True``, or the reference
+    and ``False`` when this workspace does not hold that dataset."""
+    with contextlib.suppress(*_READ_ERRORS, ValueError):
+        return ws.resolve(DatasetId.from_did(ref) if ref.startswith("did:") else ref).alias, True
+    return ref, False
+
+
+def _inputs(ws: Workspace, state: ChainState | None) -> tuple[tuple[str, bool], ...]:
+    if state is None or state.transform is None:
+        return ()
+    return tuple(_resolve_input(ws, i.dataset_ref) for i in state.transform.inputs)
+
+
+def _outputs(ws: Workspace, did: DatasetId) -> tuple[tuple[str, bool], ...]:
+    """Datasets of the workspace whose transform in force reads ``did``."""
+    found = []
+    for entry in ws.list():
+        with contextlib.suppress(*_READ_ERRORS):
+            state = _state(ws, entry)
+            if state is None or state.transform is None:
+                continue
+            refs = [_resolve_input(ws, i.dataset_ref) for i in state.transform.inputs]
+            if any(held and ws.resolve(alias).id == did for alias, held in refs):
+                found.append((entry.alias, True))
+    return tuple(sorted(found))
+
+
+def _schema(state: ChainState | None) -> tuple[tuple[str, str], ...]:
+    from fbs.arrow_schema import arrow_schema_from_data
+
+    if state is None or state.data_schema is None or state.data_schema.schema is None:
+        return ()
+    with contextlib.suppress(*_READ_ERRORS, ValueError):
+        schema = arrow_schema_from_data(state.data_schema.schema)
+        return tuple((f.name, str(f.type)) for f in schema)
+    return ()
+
+
+def _trust(ws: Workspace, did: DatasetId) -> tuple[HeadRecord | None, AttestationStatus | None]:
+    signed = status = None
+    with contextlib.suppress(P2PError, *_READ_ERRORS):
+        signed = HeadStore.for_workspace(ws.root).get(did)
+    with contextlib.suppress(P2PError, *_READ_ERRORS):
+        status = AttestationStore.for_workspace(ws).status(did)
+    return signed, status
+
+
+def dataset_detail(ws: Workspace, ref: str) -> DatasetDetail:
+    """The dataset page of ``ref`` (alias or DID).
+
+    Raises:
+        DatasetNotFound: no such dataset.
+        StorageError / FbsError: its chain cannot be read.
+    """
+    entry = ws.resolve(DatasetId.from_did(ref) if ref.startswith("did:") else ref)
+    state = _state(ws, entry)
+    signed, status = _trust(ws, entry.id)
+    return DatasetDetail(
+        row=_row(ws, entry, state),
+        schema=_schema(state),
+        events=_events(ws, entry),
+        inputs=_inputs(ws, state),
+        outputs=_outputs(ws, entry.id),
+        signed_head=signed,
+        attestations=status,
+    )
+
+
+def preview(ws: Workspace, ref: str, page: int) -> tuple[pa.Table, bool]:
+    """Records of page ``page`` (0: the newest `PAGE_ROWS`), newest first, and whether
+    an older page exists. Only the newest slices that hold them are read."""
+    from storage.reads import read_tail
+
+    entry = ws.resolve(DatasetId.from_did(ref) if ref.startswith("did:") else ref)
+    ds = ws.get(entry.id, require_head=False)
+    head = ds.head()
+    want = (page + 1) * PAGE_ROWS
+    table = None if head is None else read_tail(ds, want, head)
+    if table is None:
+        return pa.table({}), False
+    state = ds.state()
+    total = 0 if state is None else state.num_records
+    chunk = table.slice(0, max(0, table.num_rows - page * PAGE_ROWS))
+    chunk = chunk.slice(max(0, chunk.num_rows - PAGE_ROWS))
+    rows = chunk.take(list(range(chunk.num_rows - 1, -1, -1)))
+    return rows, total > want
