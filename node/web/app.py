@@ -26,7 +26,7 @@ from node.web.render import dataset_body, list_body, network_body, preview_secti
 from node.web.sqlpage import SqlRunner, sql_body
 from node.web.views import dataset_detail, dataset_rows, preview
 from p2p.http.server import SERVER, Route
-from storage.errors import DatasetNotFound, StorageError
+from storage.errors import DatasetNotFound, InvalidAlias, StorageError
 from storage.workspace import Workspace
 
 __all__ = ["STATIC_FILES", "mount"]
@@ -104,7 +104,7 @@ async def dataset_page(request: web.Request) -> web.StreamResponse:
     try:
         detail = await asyncio.to_thread(dataset_detail, ws, ref)
         rows, more = await asyncio.to_thread(preview, ws, ref, number)
-    except DatasetNotFound:
+    except (DatasetNotFound, InvalidAlias):
         body = f"<h1>Not found</h1><p>No dataset {esc(ref)} on this node.</p>"
         return _html(page("Not found", body, active="datasets"), status=404)
     except (StorageError, FbsError, ValueError) as e:

@@ -62,7 +62,7 @@ def page(title: str, body_html: str, *, active: str, live: bool = False) -> str:
         '<!doctype html><html lang="en"><head><meta charset="utf-8">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
         f"<title>{esc(title)} · odf-node</title>"
-        '<link rel="stylesheet" href="/ui/static/app.css">'
+        '<link rel="icon" href="data:,"><link rel="stylesheet" href="/ui/static/app.css">'
         '<script src="/ui/static/app.js" defer></script></head>'
         f'<body data-page="{esc(active)}" data-live="{"1" if live else "0"}">'
         f'<header><span class="brand">odf-node</span><nav>{nav}</nav>'

@@ -200,4 +200,29 @@ def network_body(peers: Sequence[Mapping[str, Any]], status: Mapping[str, Any]) 
         f"<dt>Listening on</dt><dd>{esc(', '.join(status.get('addrs') or []) or '—')}</dd>"
         f"<dt>HTTP</dt><dd>{esc(status.get('httpUrl') or '—')}</dd></dl>"
     )
-    return f"<h1>Network</h1>{me}<h2>Peers</h2>{peers_html}<h2>Followed datasets</h2>{follow_html}"
+    return (
+        f"<h1>Network</h1>{me}<h2>Peers</h2>{peers_html}"
+        f"<h2>Followed datasets</h2>{follow_html}{_disputes(status)}"
+    )
+
+
+def _disputes(status: Mapping[str, Any]) -> str:
+    """Publishers with evidence against them (``/api/status`` → ``disputes``, ``refused``)."""
+    disputes = [d for d in status.get("disputes") or [] if isinstance(d, Mapping)]
+    refused = status.get("refused") or {}
+    if not disputes:
+        return "<h2>Disputes</h2><p>No dispute known.</p>"
+    rows = []
+    for d in disputes:
+        name = d.get("alias") or d.get("dataset") or ""
+        blocks = len(d.get("disputedBlocks") or [])
+        validators = sorted(
+            {v for ev in d.get("divergence") or [] for v in ev.get("validators", [])}
+        )
+        rows.append(
+            f"<tr><td>{esc(name)}</td><td>{blocks}</td><td>{len(validators)}</td>"
+            f"<td>{len(d.get('equivocation') or [])}</td>"
+            f"<td>{esc(refused.get(d.get('dataset'), '') or '—')}</td></tr>"
+        )
+    headers = ("Dataset", "Disputed blocks", "Validators", "Equivocations", "Refused because")
+    return "<h2>Disputes</h2>" + table(headers, rows)

@@ -1,0 +1,157 @@
+"""The UI's routes on the real aiohttp application (`node.http.api.create_app`) on a
+real port: headers, escaping of everything reflected, the API's guard in front of the
+pages, the event stream, a damaged dataset."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+
+from node.web.html import SECURITY_HEADERS
+from node.web.live import HeadWatcher
+from storage.workspace import Workspace
+from tests.p2p.sync_helpers import add_slices, make_dataset, new_workspace, serve_workspace
+
+TIMEOUT_S = 60
+PAGES = ("/ui/", "/ui/dataset?ds=prices", "/ui/sql", "/ui/sql?q=SELECT+1", "/ui/network")
+
+
+def run(coro: Any) -> Any:
+    return asyncio.run(asyncio.wait_for(coro, TIMEOUT_S))
+
+
+@pytest.fixture
+def ws(tmp_path: Path) -> Workspace:
+    w = new_workspace(tmp_path / "node")
+    make_dataset(w, "prices", tmp_path / "files", 2)
+    return w
+
+
+async def fetch(s: aiohttp.ClientSession, url: str, **kw: Any) -> tuple[int, str, Any]:
+    async with s.get(url, **kw) as r:
+        return r.status, await r.text(), r.headers
+
+
+def test_pages_carry_the_security_headers(ws: Workspace) -> None:
+    async def main() -> None:
+        async with serve_workspace(ws) as url, aiohttp.ClientSession() as s:
+            for path in PAGES:
+                status, text, headers = await fetch(s, url + path)
+                assert status == 200, (path, text)
+                assert headers["Content-Type"] == "text/html; charset=utf-8"
+                for name, value in SECURITY_HEADERS.items():
+                    assert headers[name] == value, (path, name)
+                assert "<script>" not in text and " style=" not in text  # CSP: nothing inline
+
+    run(main())
+
+
+def test_reflected_text_is_escaped(ws: Workspace) -> None:
+    evil = '"><script>alert(1)</script>'
+
+    async def main() -> None:
+        async with serve_workspace(ws) as url, aiohttp.ClientSession() as s:
+            for path, params, status in (
+                ("/ui/", {"q": evil}, 200),
+                ("/ui/sql", {"q": evil}, 200),
+                ("/ui/dataset", {"ds": evil}, 404),
+            ):
+                code, text, _ = await fetch(s, url + path, params=params)
+                assert code == status
+                assert "<script>alert" not in text
+                assert "&lt;script&gt;alert(1)&lt;/script&gt;" in text
+
+    run(main())
+
+
+def test_bad_parameters_and_unknown_static_files(ws: Workspace) -> None:
+    async def main() -> None:
+        async with serve_workspace(ws) as url, aiohttp.ClientSession() as s:
+            assert (await fetch(s, url + "/ui/dataset?ds=prices&page=x"))[0] == 400
+            assert (await fetch(s, url + "/ui/?q=" + "a" * 2000))[0] == 400
+            assert (await fetch(s, url + "/ui/static/app.js"))[0] == 200
+            assert (await fetch(s, url + "/ui/static/views.py"))[0] == 404
+            assert (await fetch(s, url + "/ui/static/..%2f__init__.py"))[0] == 400
+            # The dataset's own transfer routes are not shadowed by the pages.
+            assert (await fetch(s, url + "/prices/refs/head"))[0] == 200
+
+    run(main())
+
+
+def test_the_api_guard_runs_before_the_pages(ws: Workspace) -> None:
+    async def main() -> None:
+        async with serve_workspace(ws) as url, aiohttp.ClientSession() as s:
+            for headers in (
+                {"Origin": "http://evil.example"},
+                {"Sec-Fetch-Site": "cross-site"},
+                {"Host": "evil.example"},
+            ):
+                for path in PAGES:
+                    code, text, _ = await fetch(s, url + path, headers=headers)
+                    assert code == 403 and "<html" not in text, (path, headers)
+            async with s.post(url + "/ui/sql", data={"q": "SELECT 1"}) as r:
+                assert r.status == 401  # every POST needs the token, pages have none
+
+    run(main())
+
+
+def test_a_damaged_dataset_does_not_take_the_list_down(ws: Workspace, tmp_path: Path) -> None:
+    make_dataset(ws, "broken", tmp_path / "b", 1)
+    head_ref = ws.resolve("broken").path / "refs" / "head"
+    head_ref.write_text("not a hash")
+
+    async def main() -> None:
+        async with serve_workspace(ws) as url, aiohttp.ClientSession() as s:
+            code, text, _ = await fetch(s, url + "/ui/")
+            assert code == 200
+            assert 'data-alias="prices"' in text and 'class="error"' in text
+            assert (await fetch(s, url + "/ui/dataset?ds=broken"))[0] == 500
+
+    run(main())
+
+
+def test_event_stream_sends_a_new_head(ws: Workspace, tmp_path: Path) -> None:
+    ds = ws.get("prices")
+
+    async def main() -> None:
+        async with (
+            serve_workspace(ws) as url,
+            aiohttp.ClientSession() as s,
+            s.get(url + "/ui/events") as r,
+        ):
+            assert r.headers["Content-Type"] == "text/event-stream"
+            assert await r.content.readline() == b"retry: 1000\n"
+            await asyncio.sleep(0.6)  # the watcher has seen the current heads
+            await asyncio.to_thread(add_slices, ds, tmp_path / "more", 1)
+            started = time.monotonic()
+            line = b""
+            while not line.startswith(b"data: "):
+                line = await asyncio.wait_for(r.content.readline(), 5)
+            assert time.monotonic() - started < 2.0
+            doc = json.loads(line[len(b"data: ") :])
+            assert doc["alias"] == "prices" and doc["head"] == str(ds.head())
+            assert doc["row"].startswith("<tr ") and 'data-alias="prices"' in doc["row"]
+
+    run(main())
+
+
+def test_watcher_polls_only_while_someone_listens(ws: Workspace) -> None:
+    async def main() -> None:
+        watcher = HeadWatcher(ws, interval=0.01)
+        first = watcher.listen()
+        second = watcher.listen()
+        assert first is not None and second is not None
+        await asyncio.sleep(0.05)
+        watcher.leave(first)
+        assert watcher._task is not None
+        watcher.leave(second)
+        assert watcher._task is None
+        await watcher.close()
+
+    run(main())
