@@ -22,9 +22,15 @@ from aiohttp import web
 from fbs.errors import FbsError
 from node.web.html import SECURITY_HEADERS, esc, page
 from node.web.live import HeadWatcher, events_handler
-from node.web.render import dataset_body, list_body, network_body, preview_section
+from node.web.render import (
+    LIST_LIMIT,
+    dataset_body,
+    list_body,
+    network_body,
+    preview_section,
+)
 from node.web.sqlpage import SqlRunner, sql_body
-from node.web.views import dataset_detail, dataset_rows, preview
+from node.web.views import RowCache, dataset_detail, preview
 from p2p.http.server import SERVER, Route
 from storage.errors import DatasetNotFound, InvalidAlias, StorageError
 from storage.workspace import Workspace
@@ -49,10 +55,11 @@ class WebUi:
         self.status = status
         self.watcher: HeadWatcher | None = None
         self.sql = SqlRunner()
+        self.rows = RowCache()
 
     def watcher_for(self, ws: Workspace) -> HeadWatcher:
         if self.watcher is None:
-            self.watcher = HeadWatcher(ws)
+            self.watcher = HeadWatcher(ws, self.rows)
         return self.watcher
 
 
@@ -86,8 +93,10 @@ def _ws(request: web.Request) -> Workspace:
 
 async def list_page(request: web.Request) -> web.StreamResponse:
     query = _param(request, "q")
-    rows = await asyncio.to_thread(dataset_rows, _ws(request), query)
-    return _html(page("Datasets", list_body(rows, query, _now()), active="datasets", live=True))
+    limit = None if request.query.get("all") == "1" else LIST_LIMIT
+    rows, total = await asyncio.to_thread(request.app[_UI].rows.rows, _ws(request), query, limit)
+    body = list_body(rows, query, total)
+    return _html(page("Datasets", body, active="datasets", live=True))
 
 
 def _page_number(request: web.Request) -> int:

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import datetime as _dt
 import json
 import logging
 from typing import Final
@@ -26,7 +25,7 @@ from aiohttp import web
 
 from fbs.did import DatasetId
 from node.web.render import list_row
-from node.web.views import dataset_row, heads
+from node.web.views import RowCache, heads
 from storage.errors import StorageError
 from storage.workspace import Workspace
 
@@ -47,8 +46,9 @@ MAX_LISTENERS: Final = 64
 class HeadWatcher:
     """Polls the workspace's heads while listeners are attached (see the module docstring)."""
 
-    def __init__(self, ws: Workspace, interval: float = POLL_INTERVAL_S) -> None:
+    def __init__(self, ws: Workspace, rows: RowCache, interval: float = POLL_INTERVAL_S) -> None:
         self.ws = ws
+        self.rows = rows
         self.interval = interval
         self._listeners: set[asyncio.Queue[str | None]] = set()
         self._task: asyncio.Task[None] | None = None
@@ -104,13 +104,12 @@ class HeadWatcher:
 
     def _message(self, did: DatasetId, head: str) -> str:
         entry = self.ws.resolve(did)
-        row = dataset_row(self.ws, entry)
-        now = _dt.datetime.now(_dt.UTC)
+        row = self.rows.row(self.ws, entry)
         doc = {
             "id": did.to_did_odf(),
             "alias": entry.alias,
             "head": head,
-            "row": list_row(row, now),
+            "row": list_row(row),
         }
         return json.dumps(doc)
 

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import datetime as _dt
+import functools
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Final
+from urllib.parse import urlencode
 
 import pyarrow as pa
 
@@ -13,14 +15,18 @@ from node.web.lineage import lineage_svg
 from node.web.views import PAGE_ROWS, DatasetDetail, DatasetRow
 
 __all__ = [
+    "LIST_LIMIT",
     "dataset_body",
     "list_body",
     "list_row",
+    "list_section",
     "network_body",
     "preview_section",
     "result_table",
 ]
 
+#: Rows of the list page before "show all" (a node may hold thousands of datasets).
+LIST_LIMIT: Final = 200
 LIST_HEADERS = ("Dataset", "Kind", "Head", "Blocks", "Records", "Size", "Watermark", "Updated")
 
 
@@ -31,39 +37,58 @@ def _when(value: _dt.datetime | None, now: _dt.datetime) -> str:
     return f'<time datetime="{esc(value.isoformat())}" title="{esc(ago(value, now))}">{text}</time>'
 
 
-def list_row(row: DatasetRow, now: _dt.datetime) -> str:
-    """One ``<tr>`` of the dataset list (also sent over server-sent events)."""
+def _stamp(value: _dt.datetime | None) -> str:
+    return "—" if value is None else value.strftime("%Y-%m-%d %H:%M:%S")
+
+
+@functools.lru_cache(maxsize=8192)
+def list_row(row: DatasetRow) -> str:
+    """One ``<tr>`` of the dataset list (also sent over server-sent events).
+
+    Kept small and free of the current time, so a row is rendered once per head (the
+    cache) and a list of thousands parses quickly in the browser.
+    """
     name = f'<a href="{dataset_href(row.alias)}">{esc(row.alias)}</a>'
     if row.owned:
         name += ' <span class="tag">owned</span>'
-    attrs = f'data-id="{esc(row.did)}" data-alias="{esc(row.alias.lower())}"'
+    attrs = f'data-id="{esc(row.did)}" data-alias="{esc(row.alias)}"'
     if row.error:
-        return (
-            f'<tr {attrs}><td>{name}</td><td colspan="7" class="error">{esc(row.error)}</td></tr>'
-        )
+        error = f'<td colspan="7" class="error">{esc(row.error)}</td>'
+        return f"<tr {attrs}><td>{name}</td>{error}</tr>"
     cells = (
         esc(row.kind or "—"),
         f'<code title="{esc(row.head)}">{esc(short_hash(row.head))}</code>',
         str(row.blocks),
         f"{row.records:,}",
         human_size(row.size),
-        _when(row.watermark, now),
-        _when(row.updated, now),
+        _stamp(row.watermark),
+        _stamp(row.updated),
     )
-    return f"<tr {attrs}><td>{name}</td>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>"
+    return f"<tr {attrs}><td>{name}</td><td>" + "</td><td>".join(cells) + "</td></tr>"
 
 
-def list_body(rows: Sequence[DatasetRow], query: str, now: _dt.datetime) -> str:
-    """The dataset list page: a search box and one row per dataset."""
+def list_body(rows: Sequence[DatasetRow], query: str, total: int) -> str:
+    """The dataset list page: a search box, then the rows (the first `LIST_LIMIT` of
+    ``total`` matching unless all were asked for) in ``#list``, which searching swaps."""
     form = (
-        '<form class="search" method="get" action="/ui/">'
+        '<form class="search" method="get" action="/ui/" data-swap="#list">'
         f'<input id="search" type="search" name="q" value="{esc(query)}" '
         'placeholder="search datasets" autocomplete="off" aria-label="search datasets">'
         "</form>"
     )
-    count = f'<p class="muted"><span id="count">{len(rows)}</span> dataset(s)</p>'
-    body = table(LIST_HEADERS, (list_row(r, now) for r in rows), tid="datasets")
-    return f"<h1>Datasets</h1>{form}{count}{body}"
+    return f"<h1>Datasets</h1>{form}{list_section(rows, query, total)}"
+
+
+def list_section(rows: Sequence[DatasetRow], query: str, total: int) -> str:
+    """The count and the table of the list page."""
+    complete = len(rows) >= total
+    count = f'<span id="count">{total}</span> dataset(s)'
+    if not complete:
+        href = esc("/ui/?" + urlencode({"q": query, "all": "1"}))
+        count += f', first {len(rows)} shown: <a href="{href}" data-swap="#list">show all</a>'
+    body = table(LIST_HEADERS, (list_row(r) for r in rows), tid="datasets")
+    flag = "1" if complete else "0"
+    return f'<section id="list" data-complete="{flag}"><p class="muted">{count}</p>{body}</section>'
 
 
 def _facts(row: DatasetRow, now: _dt.datetime) -> str:

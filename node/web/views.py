@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as _dt
+import threading
 from dataclasses import dataclass
 from typing import Final
 
@@ -24,6 +25,8 @@ from p2p.head_store import HeadStore
 from storage.catalog import DatasetEntry
 from storage.chain import ChainState
 from storage.errors import StorageError
+from storage.layout import DatasetLayout
+from storage.refs import HEAD
 from storage.workspace import Workspace
 
 __all__ = [
@@ -32,8 +35,8 @@ __all__ = [
     "ChainEvent",
     "DatasetDetail",
     "DatasetRow",
+    "RowCache",
     "dataset_detail",
-    "dataset_rows",
     "heads",
     "preview",
 ]
@@ -117,22 +120,67 @@ def dataset_row(ws: Workspace, entry: DatasetEntry) -> DatasetRow:
         return DatasetRow(entry.alias, entry.id.to_did_odf(), error=str(e).splitlines()[0])
 
 
-def dataset_rows(ws: Workspace, query: str = "") -> list[DatasetRow]:
-    """Every dataset whose alias contains ``query`` (case-insensitive), by alias."""
-    needle = query.strip().lower()
-    entries = sorted(ws.list(), key=lambda e: e.alias)
-    return [dataset_row(ws, e) for e in entries if needle in e.alias.lower()]
+def _head_text(entry: DatasetEntry) -> str | None:
+    """``entry``'s head (multibase; ``""`` before its Seed), ``None`` if unreadable.
+
+    Read from the dataset's folder as the catalog found it (one small file), without
+    resolving the alias again: the list and the watcher read every dataset's head.
+    """
+    try:
+        head = DatasetLayout(entry.path).refs.get_or_none(HEAD)
+    except _READ_ERRORS:
+        return None
+    return "" if head is None else head.to_multibase()
+
+
+class RowCache:
+    """List rows kept per dataset while its head stays the same.
+
+    A row costs a chain-state read (a walk of the chain when the workspace's state cache
+    is behind), its head one small file read: the list page of a node with many datasets
+    re-reads only the datasets whose head moved since the last view.
+    """
+
+    def __init__(self) -> None:
+        self._rows: dict[DatasetId, tuple[str, DatasetRow]] = {}
+        self._lock = threading.Lock()
+
+    def rows(
+        self, ws: Workspace, query: str = "", limit: int | None = None
+    ) -> tuple[list[DatasetRow], int]:
+        """The first ``limit`` datasets (all: ``None``) whose alias contains ``query``
+        (case-insensitive), by alias, and how many match in all. Only the rows shown
+        are read."""
+        needle = query.strip().lower()
+        entries = sorted(ws.list(), key=lambda e: e.alias)
+        matching = [e for e in entries if needle in e.alias.lower()]
+        shown = matching if limit is None else matching[:limit]
+        with self._lock:
+            live = {e.id for e in entries}
+            for gone in [d for d in self._rows if d not in live]:
+                del self._rows[gone]
+            return [self.row(ws, e) for e in shown], len(matching)
+
+    def row(self, ws: Workspace, entry: DatasetEntry) -> DatasetRow:
+        """The row of ``entry``, from the cache when its head has not moved."""
+        head = _head_text(entry)
+        cached = self._rows.get(entry.id)
+        fresh = cached is not None and cached[0] == head and cached[1].alias == entry.alias
+        if head is not None and cached is not None and fresh:
+            return cached[1]
+        row = dataset_row(ws, entry)
+        if head is not None and not row.error:
+            self._rows[entry.id] = (head, row)
+        return row
 
 
 def heads(ws: Workspace) -> dict[DatasetId, str]:
     """The current head of every dataset (multibase; ``""`` before its Seed)."""
     out: dict[DatasetId, str] = {}
     for entry in ws.list():
-        try:
-            head = ws.get(entry.id, require_head=False).head()
-        except _READ_ERRORS:
-            continue
-        out[entry.id] = "" if head is None else head.to_multibase()
+        head = _head_text(entry)
+        if head is not None:
+            out[entry.id] = head
     return out
 
 

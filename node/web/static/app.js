@@ -2,22 +2,28 @@
 // Served by the node itself; loads nothing from elsewhere and never writes.
 "use strict";
 (function () {
-  const body = document.body;
   const badge = document.getElementById("live");
+  const latest = {};
 
-  // Replace `selector` with the same element of `url`'s page (no full reload).
-  async function swap(url, selector, push) {
+  // Replace `selector` with the same element of `url`'s page (no full reload). Only the
+  // newest swap of a selector lands: an older answer arriving late is dropped.
+  async function swap(url, selector, mode) {
+    const ticket = (latest[selector] = (latest[selector] || 0) + 1);
     const resp = await fetch(url, { headers: { Accept: "text/html" }, credentials: "same-origin" });
     const doc = new DOMParser().parseFromString(await resp.text(), "text/html");
+    if (ticket !== latest[selector]) {
+      return;
+    }
     const fresh = doc.querySelector(selector);
     const old = document.querySelector(selector);
     if (fresh && old) {
       old.replaceWith(document.importNode(fresh, true));
     }
-    if (push) {
+    if (mode === "push") {
       history.pushState({ swap: selector }, "", url);
+    } else if (mode === "replace") {
+      history.replaceState({ swap: selector }, "", url);
     }
-    filter();
   }
 
   document.addEventListener("click", function (ev) {
@@ -26,8 +32,14 @@
       return;
     }
     ev.preventDefault();
-    swap(link.href, link.dataset.swap, true);
+    swap(link.href, link.dataset.swap, "push");
   });
+
+  function formUrl(form) {
+    const url = new URL(form.getAttribute("action"), location.href);
+    url.search = new URLSearchParams(new FormData(form)).toString();
+    return url.toString();
+  }
 
   document.addEventListener("submit", function (ev) {
     const form = ev.target.closest("form[data-swap]");
@@ -35,68 +47,60 @@
       return;
     }
     ev.preventDefault();
-    const url = new URL(form.getAttribute("action"), location.href);
-    url.search = new URLSearchParams(new FormData(form)).toString();
-    swap(url.toString(), form.dataset.swap, true);
+    swap(formUrl(form), form.dataset.swap, "push");
   });
 
   window.addEventListener("popstate", function () {
-    swap(location.href, "#main", false);
+    swap(location.href, "#main", "none");
   });
 
-  // The dataset list: rows whose alias does not contain the search text are hidden.
+  // The dataset list is filtered by the server: typing swaps the list (debounced).
   const search = document.getElementById("search");
-  function filter() {
-    const table = document.getElementById("datasets");
-    if (!table || !search) {
-      return;
-    }
-    const needle = search.value.trim().toLowerCase();
-    let shown = 0;
-    for (const row of table.tBodies[0].rows) {
-      const hit = row.dataset.alias.includes(needle);
-      row.hidden = !hit;
-      shown += hit ? 1 : 0;
-    }
-    const count = document.getElementById("count");
-    if (count) {
-      count.textContent = String(shown);
-    }
-  }
   if (search) {
-    search.addEventListener("input", filter);
-    search.form.addEventListener("submit", function (ev) {
-      ev.preventDefault();
-      filter();
+    let timer = null;
+    search.addEventListener("input", function () {
+      clearTimeout(timer);
+      timer = setTimeout(function () {
+        swap(formUrl(search.form), "#list", "replace");
+      }, 120);
     });
   }
 
   // A new head: the list updates (or gains) that row; a dataset page re-reads itself.
+  function onListHead(msg, list) {
+    const holder = document.createElement("tbody");
+    holder.innerHTML = msg.row;
+    const row = holder.firstElementChild;
+    row.classList.add("fresh");
+    const rows = list.querySelector("#datasets").tBodies[0];
+    const old = rows.querySelector('tr[data-id="' + CSS.escape(msg.id) + '"]');
+    if (old) {
+      old.replaceWith(row);
+      return;
+    }
+    const needle = search ? search.value.trim().toLowerCase() : "";
+    // A new dataset joins a list that shows everything matching the search.
+    if (list.dataset.complete === "1" && msg.alias.toLowerCase().includes(needle)) {
+      const next = Array.from(rows.rows).find((r) => r.dataset.alias > msg.alias);
+      rows.insertBefore(row, next || null);
+      const count = document.getElementById("count");
+      count.textContent = String(Number(count.textContent) + 1);
+    }
+  }
+
   function onHead(msg) {
-    const table = document.getElementById("datasets");
-    if (table) {
-      const holder = document.createElement("tbody");
-      holder.innerHTML = msg.row;
-      const row = holder.firstElementChild;
-      row.classList.add("fresh");
-      const rows = table.tBodies[0];
-      const old = rows.querySelector('tr[data-id="' + CSS.escape(msg.id) + '"]');
-      if (old) {
-        old.replaceWith(row);
-      } else {
-        const next = Array.from(rows.rows).find((r) => r.dataset.alias > row.dataset.alias);
-        rows.insertBefore(row, next || null);
-      }
-      filter();
+    const list = document.getElementById("list");
+    if (list) {
+      onListHead(msg, list);
       return;
     }
     const title = document.querySelector("h1[data-id]");
     if (title && title.dataset.id === msg.id) {
-      swap(location.href, "#main", false);
+      swap(location.href, "#main", "none");
     }
   }
 
-  if (body.dataset.live === "1" && window.EventSource) {
+  if (document.body.dataset.live === "1" && window.EventSource) {
     const source = new EventSource("/ui/events");
     source.onopen = function () {
       badge.textContent = "live";

@@ -15,6 +15,7 @@ import pytest
 
 from node.web.html import SECURITY_HEADERS
 from node.web.live import HeadWatcher
+from node.web.views import RowCache
 from storage.workspace import Workspace
 from tests.p2p.sync_helpers import add_slices, make_dataset, new_workspace, serve_workspace
 
@@ -143,7 +144,7 @@ def test_event_stream_sends_a_new_head(ws: Workspace, tmp_path: Path) -> None:
 
 def test_watcher_polls_only_while_someone_listens(ws: Workspace) -> None:
     async def main() -> None:
-        watcher = HeadWatcher(ws, interval=0.01)
+        watcher = HeadWatcher(ws, RowCache(), interval=0.01)
         first = watcher.listen()
         second = watcher.listen()
         assert first is not None and second is not None
@@ -153,5 +154,26 @@ def test_watcher_polls_only_while_someone_listens(ws: Workspace) -> None:
         watcher.leave(second)
         assert watcher._task is None
         await watcher.close()
+
+    run(main())
+
+
+def test_list_shows_the_first_rows_and_all_on_request(
+    ws: Workspace, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name in ("a1", "a2", "b1"):
+        make_dataset(ws, name, tmp_path / name, 1)
+    monkeypatch.setattr("node.web.app.LIST_LIMIT", 2)
+
+    async def main() -> None:
+        async with serve_workspace(ws) as url, aiohttp.ClientSession() as s:
+            _, text, _ = await fetch(s, url + "/ui/")
+            assert text.count("<tr data-id=") == 2 and 'id="count">4<' in text
+            assert 'data-complete="0"' in text and "show all" in text
+            _, text, _ = await fetch(s, url + "/ui/?all=1")
+            assert text.count("<tr data-id=") == 4 and 'data-complete="1"' in text
+            _, text, _ = await fetch(s, url + "/ui/?q=A")  # search is case-insensitive
+            assert text.count("<tr data-id=") == 2 and 'id="count">2<' in text
+            assert 'data-alias="a1"' in text and 'data-alias="a2"' in text
 
     run(main())
