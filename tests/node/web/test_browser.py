@@ -45,6 +45,11 @@ def list_aliases(driver: Any) -> list[str]:
     return aliases
 
 
+def live_badge(driver: Any) -> str:
+    text: str = driver.execute_script("return document.getElementById('live').textContent;")
+    return text
+
+
 def dataset_path(alias: str, **params: object) -> str:
     return "/ui/dataset?" + urllib.parse.urlencode({"ds": alias, **params})
 
@@ -68,7 +73,7 @@ def test_list_page(ui_node: RunningNode, browser: Any, shots: Path) -> None:
     assert cells[1] == "Root" and cells[4] == "5"
     assert cells[6].startswith("2021-01-01 00:00:00")  # the watermark
     assert root.find_element(By.TAG_NAME, "code").get_attribute("title") == ui_node.head(ROOT)
-    wait_until(lambda: browser.find_element(By.ID, "live").text == "live", "the event stream")
+    wait_until(lambda: live_badge(browser) == "live", "the event stream")
     screenshot(browser, "datasets", shots)
     # Search filters in place (the server filters, the list is swapped), no reload.
     mark_page(browser)
@@ -118,6 +123,7 @@ def test_derivative_page(ui_node: RunningNode, browser: Any, shots: Path) -> Non
     link = svg.find_element(By.CSS_SELECTOR, "a.lin-node")
     assert ROOT in urllib.parse.unquote(link.get_dom_attribute("href"))
     assert "No records yet." in browser.page_source
+    screenshot(browser, "derivative", shots)
     link.click()  # the graph leads to the input's page
     wait_until(lambda: browser.find_element(By.TAG_NAME, "h1").text == ROOT, "the input's page")
     assert console_problems(browser) == []
@@ -125,7 +131,9 @@ def test_derivative_page(ui_node: RunningNode, browser: Any, shots: Path) -> Non
 
 def test_preview_pages_in_place(ui_node: RunningNode, browser: Any) -> None:
     open_page(browser, ui_node, dataset_path(MANY))
-    first = lambda: browser.find_element(By.CSS_SELECTOR, "#preview tbody tr td").text  # noqa: E731
+    first = lambda: browser.execute_script(  # noqa: E731 - read in the page: it is swapped
+        "const c = document.querySelector('#preview tbody tr td'); return c && c.textContent;"
+    )
     assert first() == str(MANY_ROWS - 1)
     mark_page(browser)
     browser.find_element(By.CSS_SELECTOR, '#preview a[rel="next"]').click()
@@ -179,7 +187,7 @@ def test_network_page(ui_node: RunningNode, browser: Any, shots: Path) -> None:
 
 def test_new_head_appears_on_open_list_within_2s(ui_node: RunningNode, browser: Any) -> None:
     open_page(browser, ui_node, "/ui/")
-    wait_until(lambda: browser.find_element(By.ID, "live").text == "live", "the event stream")
+    wait_until(lambda: live_badge(browser) == "live", "the event stream")
     mark_page(browser)
     # Read in the page: the row element is replaced when the head arrives.
     row_head = lambda: browser.execute_script(  # noqa: E731
@@ -200,10 +208,13 @@ def test_new_head_appears_on_open_list_within_2s(ui_node: RunningNode, browser: 
 
 def test_new_head_refreshes_open_dataset_page(ui_node: RunningNode, browser: Any) -> None:
     open_page(browser, ui_node, dataset_path(ROOT))
-    wait_until(lambda: browser.find_element(By.ID, "live").text == "live", "the event stream")
+    wait_until(lambda: live_badge(browser) == "live", "the event stream")
     mark_page(browser)
     new_head = ui_node.ingest(ROOT, b"event_time,city,population\n2024-01-01T00:00:00Z,E,5000\n")
-    wait_until(lambda: browser.find_element(By.ID, "head").text == new_head, "the new head", 2.0)
+    shown_head = lambda: browser.execute_script(  # noqa: E731 - the page is swapped
+        "const h = document.getElementById('head'); return h && h.textContent;"
+    )
+    wait_until(lambda: shown_head() == new_head, "the new head", 2.0)
     first = browser.find_element(By.CSS_SELECTOR, "#preview tbody tr").text
     records = next(r["records"] for r in ui_node.get_json("/api/datasets") if r["alias"] == ROOT)
     assert first.split()[0] == str(records - 1)  # the new record leads the preview
