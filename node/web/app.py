@@ -111,7 +111,7 @@ async def dataset_page(request: web.Request) -> web.StreamResponse:
     number = _page_number(request)
     ws = _ws(request)
     try:
-        detail = await asyncio.to_thread(dataset_detail, ws, ref)
+        detail = await asyncio.to_thread(dataset_detail, ws, ref, request.app[_UI].rows)
         rows, more = await asyncio.to_thread(preview, ws, ref, number)
     except (DatasetNotFound, InvalidAlias):
         body = f"<h1>Not found</h1><p>No dataset {esc(ref)} on this node.</p>"

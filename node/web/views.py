@@ -63,6 +63,7 @@ class DatasetRow:
     updated: _dt.datetime | None = None
     owned: bool = False
     error: str = ""
+    inputs: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,7 +106,23 @@ def _row(ws: Workspace, entry: DatasetEntry, state: ChainState | None) -> Datase
         watermark=None if watermark is None else watermark.to_datetime(),
         updated=state.system_time.to_datetime(),
         owned=ws.keys.has(entry.id),
+        inputs=_input_dids(ws, state),
     )
+
+
+def _input_did(ws: Workspace, ref: str) -> str:
+    """A transform input reference as a canonical ``did:odf:`` (as written if unknown)."""
+    with contextlib.suppress(*_READ_ERRORS, ValueError):
+        if ref.startswith("did:"):
+            return DatasetId.from_did(ref).to_did_odf()
+        return ws.resolve(ref).id.to_did_odf()
+    return ref
+
+
+def _input_dids(ws: Workspace, state: ChainState) -> tuple[str, ...]:
+    if state.transform is None:
+        return ()
+    return tuple(_input_did(ws, i.dataset_ref) for i in state.transform.inputs)
 
 
 def _state(ws: Workspace, entry: DatasetEntry) -> ChainState | None:
@@ -216,18 +233,12 @@ def _inputs(ws: Workspace, state: ChainState | None) -> tuple[tuple[str, bool], 
     return tuple(_resolve_input(ws, i.dataset_ref) for i in state.transform.inputs)
 
 
-def _outputs(ws: Workspace, did: DatasetId) -> tuple[tuple[str, bool], ...]:
-    """Datasets of the workspace whose transform in force reads ``did``."""
-    found = []
-    for entry in ws.list():
-        with contextlib.suppress(*_READ_ERRORS):
-            state = _state(ws, entry)
-            if state is None or state.transform is None:
-                continue
-            refs = [_resolve_input(ws, i.dataset_ref) for i in state.transform.inputs]
-            if any(held and ws.resolve(alias).id == did for alias, held in refs):
-                found.append((entry.alias, True))
-    return tuple(sorted(found))
+def _outputs(ws: Workspace, did: DatasetId, cache: RowCache) -> tuple[tuple[str, bool], ...]:
+    """Datasets of the workspace whose transform in force reads ``did`` (from the rows
+    of ``cache``: only the datasets whose head moved are read again)."""
+    text = did.to_did_odf()
+    rows, _total = cache.rows(ws)
+    return tuple((r.alias, True) for r in rows if text in r.inputs)
 
 
 def _schema(state: ChainState | None) -> tuple[tuple[str, str], ...]:
@@ -250,8 +261,9 @@ def _trust(ws: Workspace, did: DatasetId) -> tuple[HeadRecord | None, Attestatio
     return signed, status
 
 
-def dataset_detail(ws: Workspace, ref: str) -> DatasetDetail:
-    """The dataset page of ``ref`` (alias or DID).
+def dataset_detail(ws: Workspace, ref: str, cache: RowCache) -> DatasetDetail:
+    """The dataset page of ``ref`` (alias or DID); ``cache`` gives the other datasets'
+    inputs (for the lineage graph's outputs).
 
     Raises:
         DatasetNotFound: no such dataset.
@@ -265,7 +277,7 @@ def dataset_detail(ws: Workspace, ref: str) -> DatasetDetail:
         schema=_schema(state),
         events=_events(ws, entry),
         inputs=_inputs(ws, state),
-        outputs=_outputs(ws, entry.id),
+        outputs=_outputs(ws, entry.id, cache),
         signed_head=signed,
         attestations=status,
     )
