@@ -177,3 +177,66 @@ def test_list_shows_the_first_rows_and_all_on_request(
             assert 'data-alias="a1"' in text and 'data-alias="a2"' in text
 
     run(main())
+
+
+def test_dataset_page_shows_who_attested_what_and_disputes(ws: Workspace) -> None:
+    from fbs.keys import KeyPair
+    from p2p.attestation import Verdict, sign_attestation
+    from p2p.attestation_store import AttestationStore
+
+    state = ws.get("prices").state()
+    assert state is not None
+    store = AttestationStore.for_workspace(ws)
+    good, bad = KeyPair.generate(), KeyPair.generate()
+    for key, verdict, detail in ((good, Verdict.REPRODUCED, ""), (bad, Verdict.DIVERGED, "offset")):
+        att = sign_attestation(
+            key,
+            dataset_id=state.dataset_id,
+            block_hash=state.head,
+            sequence_number=state.sequence_number,
+            verdict=verdict,
+            detail=detail,
+            engine="spark (test)",
+        )
+        store.accept(att)
+
+    async def main() -> None:
+        async with serve_workspace(ws) as url, aiohttp.ClientSession() as s:
+            _, text, _ = await fetch(s, url + "/ui/dataset?ds=prices")
+        trust = text[text.index("Signed head and attestations") :]
+        assert "Disputed: a validator found a block that does not reproduce" in trust
+        assert trust.count('<tr class="verdict-') == 2
+        assert 'class="verdict-reproduced"' in trust and 'class="verdict-diverged"' in trust
+        assert ">offset<" in trust  # the field the dissenting validator named
+        assert good.dataset_id.to_did_key()[-16:] in trust
+        assert bad.dataset_id.to_did_key()[-16:] in trust
+
+    run(main())
+
+
+def test_network_page_shows_peers_bans_and_follows(ws: Workspace) -> None:
+    peers = [
+        {"peerId": "12D3KooWgood", "connected": True, "score": 1.5, "banned": False},
+        {
+            "peerId": "12D3KooWbad",
+            "connected": False,
+            "score": -40.0,
+            "banned": True,
+            "offences": 3,
+            "lastReason": "served bytes that do not match their hash",
+        },
+    ]
+    status = {"peerId": "12D3KooWme", "addrs": ["/ip4/127.0.0.1/tcp/1"], "follow": ["prices"]}
+
+    async def main() -> None:
+        async with (
+            serve_workspace(ws, peers=lambda: peers, status=lambda: status) as url,
+            aiohttp.ClientSession() as s,
+        ):
+            _, text, _ = await fetch(s, url + "/ui/network")
+        assert "12D3KooWme" in text and "/ip4/127.0.0.1/tcp/1" in text
+        assert '<tr class="banned"><td><code>12D3KooWbad' in text
+        assert "served bytes that do not match their hash" in text
+        assert "<li>prices</li>" in text
+
+    run(main())
