@@ -110,11 +110,17 @@ class HeadWatcher:
         changed = [did for did, head in current.items() if self._seen.get(did) != head]
         self._seen = current
         for did in changed:
-            self._broadcast(await asyncio.to_thread(self._message, did, current[did]))
+            message = await asyncio.to_thread(self._message, did, current[did])
+            if message is not None:
+                self._broadcast(message)
         return spent
 
-    def _message(self, did: DatasetId, head: str) -> str:
-        entry = self.ws.resolve(did)
+    def _message(self, did: DatasetId, head: str) -> str | None:
+        """The event of ``did``'s new head (``None``: the dataset went in the meantime)."""
+        try:
+            entry = self.ws.resolve(did)
+        except StorageError:
+            return None
         row = self.rows.row(self.ws, entry)
         doc = {
             "id": did.to_did_odf(),

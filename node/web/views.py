@@ -160,7 +160,7 @@ class RowCache:
 
     def __init__(self) -> None:
         self._rows: dict[DatasetId, tuple[str, DatasetRow]] = {}
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()  # `rows` holds it around `row`
 
     def rows(
         self, ws: Workspace, query: str = "", limit: int | None = None
@@ -181,14 +181,15 @@ class RowCache:
     def row(self, ws: Workspace, entry: DatasetEntry) -> DatasetRow:
         """The row of ``entry``, from the cache when its head has not moved."""
         head = _head_text(entry)
-        cached = self._rows.get(entry.id)
-        fresh = cached is not None and cached[0] == head and cached[1].alias == entry.alias
-        if head is not None and cached is not None and fresh:
-            return cached[1]
-        row = dataset_row(ws, entry)
-        if head is not None and not row.error:
-            self._rows[entry.id] = (head, row)
-        return row
+        with self._lock:
+            cached = self._rows.get(entry.id)
+            fresh = cached is not None and cached[0] == head and cached[1].alias == entry.alias
+            if head is not None and cached is not None and fresh:
+                return cached[1]
+            row = dataset_row(ws, entry)
+            if head is not None and not row.error:
+                self._rows[entry.id] = (head, row)
+            return row
 
 
 def heads(ws: Workspace) -> dict[DatasetId, str]:
