@@ -10,6 +10,7 @@ from urllib.parse import urlencode
 
 import pyarrow as pa
 
+from node.web.graph import lineage_graph
 from node.web.html import ago, dataset_href, esc, human_size, short_hash, table
 from node.web.lineage import lineage_svg
 from node.web.views import PAGE_ROWS, DatasetDetail, DatasetRow
@@ -157,7 +158,7 @@ def _schema(detail: DatasetDetail) -> str:
 def dataset_body(detail: DatasetDetail, preview_html: str, now: _dt.datetime) -> str:
     """The dataset page: facts, lineage, schema, preview, chain, trust."""
     row = detail.row
-    graph = lineage_svg(row.alias, detail.inputs, detail.outputs)
+    graph = lineage_svg(lineage_graph(row.did, detail.others), row.alias)
     return (
         f'<h1 data-id="{esc(row.did)}">{esc(row.alias)}</h1>{_facts(row, now)}'
         f"<h2>Lineage</h2>{graph}{_schema(detail)}{preview_html}"

@@ -84,8 +84,7 @@ class DatasetDetail:
     row: DatasetRow
     schema: tuple[tuple[str, str], ...]
     events: tuple[ChainEvent, ...]
-    inputs: tuple[tuple[str, bool], ...]
-    outputs: tuple[tuple[str, bool], ...]
+    others: tuple[DatasetRow, ...]
     signed_head: HeadRecord | None
     attestations: AttestationStatus | None
 
@@ -220,28 +219,6 @@ def _events(ws: Workspace, entry: DatasetEntry) -> tuple[ChainEvent, ...]:
     return tuple(events)
 
 
-def _resolve_input(ws: Workspace, ref: str) -> tuple[str, bool]:
-    """The local alias of a transform input reference and ``True``, or the reference
-    and ``False`` when this workspace does not hold that dataset."""
-    with contextlib.suppress(*_READ_ERRORS, ValueError):
-        return ws.resolve(DatasetId.from_did(ref) if ref.startswith("did:") else ref).alias, True
-    return ref, False
-
-
-def _inputs(ws: Workspace, state: ChainState | None) -> tuple[tuple[str, bool], ...]:
-    if state is None or state.transform is None:
-        return ()
-    return tuple(_resolve_input(ws, i.dataset_ref) for i in state.transform.inputs)
-
-
-def _outputs(ws: Workspace, did: DatasetId, cache: RowCache) -> tuple[tuple[str, bool], ...]:
-    """Datasets of the workspace whose transform in force reads ``did`` (from the rows
-    of ``cache``: only the datasets whose head moved are read again)."""
-    text = did.to_did_odf()
-    rows, _total = cache.rows(ws)
-    return tuple((r.alias, True) for r in rows if text in r.inputs)
-
-
 def _schema(state: ChainState | None) -> tuple[tuple[str, str], ...]:
     from fbs.arrow_schema import arrow_schema_from_data
 
@@ -263,8 +240,8 @@ def _trust(ws: Workspace, did: DatasetId) -> tuple[HeadRecord | None, Attestatio
 
 
 def dataset_detail(ws: Workspace, ref: str, cache: RowCache) -> DatasetDetail:
-    """The dataset page of ``ref`` (alias or DID); ``cache`` gives the other datasets'
-    inputs (for the lineage graph's outputs).
+    """The dataset page of ``ref`` (alias or DID); ``cache`` gives every dataset's row
+    (their inputs make the lineage graph: only datasets whose head moved are read).
 
     Raises:
         DatasetNotFound: no such dataset.
@@ -277,8 +254,7 @@ def dataset_detail(ws: Workspace, ref: str, cache: RowCache) -> DatasetDetail:
         row=_row(ws, entry, state),
         schema=_schema(state),
         events=_events(ws, entry),
-        inputs=_inputs(ws, state),
-        outputs=_outputs(ws, entry.id, cache),
+        others=tuple(cache.rows(ws)[0]),
         signed_head=signed,
         attestations=status,
     )

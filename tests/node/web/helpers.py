@@ -34,6 +34,23 @@ CHROMEDRIVER = Path("/usr/bin/chromedriver")
 ROOT = "demo.city-populations"
 DERIVATIVE = "demo.big-cities"
 MANY = "demo.many-cities"
+#: A derivative of the derivative: two steps of lineage from the root.
+SECOND = "demo.biggest-cities"
+SECOND_MANIFEST = f"""kind: DatasetSnapshot
+version: 1
+content:
+  name: {SECOND}
+  kind: Derivative
+  metadata:
+  - kind: SetTransform
+    inputs:
+    - datasetRef: {DERIVATIVE}
+      alias: big
+    transform:
+      kind: Sql
+      engine: spark
+      query: SELECT event_time, city, population FROM big WHERE population >= 2500
+"""
 MANY_ROWS = 120
 #: Where the main pages' screenshots go when ``ODF_WEB_SCREENSHOTS=1`` (README "Web UI").
 SCREENSHOTS = REPO / "docs" / "screenshots"
@@ -71,13 +88,15 @@ def many_rows_csv(n: int) -> bytes:
 
 
 def build_workspace(ws: Path) -> None:
-    """A root with 5 records, a derivative reading it, a root with `MANY_ROWS` records."""
+    """A root with 5 records, a derivative reading it and one reading that (neither run:
+    no Spark here), a root with `MANY_ROWS` records."""
     ws.mkdir(parents=True)
     odf(ws, "init")
     manifest = (EXAMPLES / "city-populations.yaml").read_text()
     (ws / "many.yaml").write_text(manifest.replace(f"name: {ROOT}", f"name: {MANY}"))
     odf(ws, "add", str(EXAMPLES / "city-populations.yaml"), str(EXAMPLES / "big-cities.yaml"))
-    odf(ws, "add", str(ws / "many.yaml"))
+    (ws / "second.yaml").write_text(SECOND_MANIFEST)
+    odf(ws, "add", str(ws / "many.yaml"), str(ws / "second.yaml"))
     odf(ws, "ingest", ROOT, str(EXAMPLES / "city-populations.csv"))
     odf(ws, "ingest", MANY, "--stdin", stdin=many_rows_csv(MANY_ROWS))
 

@@ -21,6 +21,7 @@ from tests.node.web.helpers import (
     MANY,
     MANY_ROWS,
     ROOT,
+    SECOND,
     RunningNode,
     console_problems,
     screenshot,
@@ -67,7 +68,7 @@ def test_list_page(ui_node: RunningNode, browser: Any, shots: Path) -> None:
     open_page(browser, ui_node, "/")  # / redirects to the list
     assert browser.current_url == ui_node.url + "/ui/"
     assert browser.title == "Datasets · odf-node"
-    assert list_aliases(browser) == [DERIVATIVE, ROOT, MANY]
+    assert list_aliases(browser) == [DERIVATIVE, SECOND, ROOT, MANY]
     root = browser.find_element(By.CSS_SELECTOR, f'#datasets tr[data-alias="{ROOT}"]')
     cells = [c.text for c in root.find_elements(By.TAG_NAME, "td")]
     assert cells[1] == "Root" and cells[4] == "5"
@@ -78,11 +79,11 @@ def test_list_page(ui_node: RunningNode, browser: Any, shots: Path) -> None:
     # Search filters in place (the server filters, the list is swapped), no reload.
     mark_page(browser)
     browser.find_element(By.ID, "search").send_keys("big")
-    wait_until(lambda: list_aliases(browser) == [DERIVATIVE], "the filter")
-    assert browser.find_element(By.ID, "count").text == "1"
+    wait_until(lambda: list_aliases(browser) == [DERIVATIVE, SECOND], "the filter")
+    assert browser.find_element(By.ID, "count").text == "2"
     assert browser.current_url.endswith("/ui/?q=big")
     browser.find_element(By.ID, "search").send_keys(Keys.BACKSPACE * 3)
-    wait_until(lambda: len(list_aliases(browser)) == 3, "all again")
+    wait_until(lambda: len(list_aliases(browser)) == 4, "all again")
     browser.find_element(By.ID, "search").send_keys("MANY", Keys.ENTER)
     wait_until(lambda: list_aliases(browser) == [MANY], "enter")
     assert still_same_page(browser)
@@ -105,11 +106,13 @@ def test_root_dataset_page(ui_node: RunningNode, browser: Any, shots: Path) -> N
         "records [0, 4] (5)",
     ):
         assert sentence in events
-    # The lineage graph: this dataset, an arrow to the derivative, which links to its page.
+    # The lineage graph: this dataset, an arrow to the derivative and on to its reader,
+    # each a link to its page.
     svg = browser.find_element(By.CSS_SELECTOR, "svg.lineage")
-    assert len(svg.find_elements(By.CSS_SELECTOR, "path.lin-edge")) == 1
-    link = svg.find_element(By.CSS_SELECTOR, "a.lin-node")
-    assert DERIVATIVE in urllib.parse.unquote(link.get_dom_attribute("href"))
+    assert len(svg.find_elements(By.CSS_SELECTOR, "path.lin-edge")) == 2
+    links = svg.find_elements(By.CSS_SELECTOR, "a.lin-node")
+    hrefs = [urllib.parse.unquote(a.get_dom_attribute("href")) for a in links]
+    assert [h.split("ds=")[1] for h in hrefs] == [DERIVATIVE, SECOND]
     assert "Signed head: block 6" in browser.page_source  # the node signed its own head
     screenshot(browser, "dataset", shots)
     assert console_problems(browser) == []
@@ -120,6 +123,7 @@ def test_derivative_page(ui_node: RunningNode, browser: Any, shots: Path) -> Non
     assert "Derivative" in browser.find_element(By.CSS_SELECTOR, "dl.facts").text
     assert "SetTransform" in browser.page_source and "inputs: cities" in browser.page_source
     svg = browser.find_element(By.CSS_SELECTOR, "svg.lineage")
+    assert len(svg.find_elements(By.CSS_SELECTOR, "path.lin-edge")) == 2  # root -> it -> second
     link = svg.find_element(By.CSS_SELECTOR, "a.lin-node")
     assert ROOT in urllib.parse.unquote(link.get_dom_attribute("href"))
     assert "No records yet." in browser.page_source
