@@ -143,6 +143,8 @@ class HeadWatcher:
 
 async def events_handler(request: web.Request, watcher: HeadWatcher) -> web.StreamResponse:
     """``GET /ui/events``: the ``text/event-stream`` of new heads."""
+    if request.method == "HEAD":  # no body, so no listener to keep
+        return web.Response(content_type="text/event-stream")
     queue = watcher.listen()
     if queue is None:
         return web.Response(status=503, text="too many live pages open\n")

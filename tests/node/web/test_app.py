@@ -142,6 +142,19 @@ def test_event_stream_sends_a_new_head(ws: Workspace, tmp_path: Path) -> None:
     run(main())
 
 
+def test_head_of_the_event_stream_returns_at_once(ws: Workspace) -> None:
+    async def main() -> None:
+        async with (
+            serve_workspace(ws) as url,
+            aiohttp.ClientSession() as s,
+            s.head(url + "/ui/events", timeout=aiohttp.ClientTimeout(total=5)) as r,
+        ):
+            assert r.status == 200
+            assert r.headers["Content-Type"].startswith("text/event-stream")
+
+    run(main())
+
+
 def test_watcher_polls_only_while_someone_listens(ws: Workspace) -> None:
     async def main() -> None:
         watcher = HeadWatcher(ws, RowCache(), interval=0.01)
