@@ -16,6 +16,7 @@ Policy that allows only the node's own script and stylesheet. Modules:
 
 - `node.web.app`: routes and handlers (`mount`);
 - `node.web.views`: what pages show, read from the workspace (blocking; run in threads);
+- `node.web.graph`: the lineage around a dataset, from the list rows' inputs;
 - `node.web.render`, `node.web.lineage`, `node.web.chart`, `node.web.sqlpage`: markup;
 - `node.web.live`: the head watcher behind the event stream.
 """
