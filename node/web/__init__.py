@@ -3,7 +3,8 @@
 ``/ui/`` lists the datasets (search, kind, head, size, freshness), ``/ui/dataset?ds=A``
 shows one (schema, metadata chain as sentences, data preview with paging, lineage graph,
 signed head and attestations), ``/ui/sql`` runs a query on the embedded engine (table and
-chart), ``/ui/network`` shows peers, bans with reasons and followed datasets. Open pages
+chart), ``/ui/network`` shows peers, bans with reasons and followed datasets (and changes
+what the node follows, with the node's token typed in: the one write). Open pages
 follow new heads over server-sent events (``/ui/events``) without reloading.
 
 The stack, and why: HTML rendered on the server from small Python functions

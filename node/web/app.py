@@ -2,9 +2,11 @@
 
 `mount` stores what the handlers need in the application and returns the route table
 `node.http.api.create_app` registers ahead of its own (so no dataset route shadows a
-page). Every route is a GET: the pages only read, and any write a later page makes goes
-through the API's routes and their guard (Host/Origin checks, then the bearer token,
-which no page holds or embeds). The API's middleware runs before these handlers too, so
+page). Every route is a GET: the pages read. The one write a page offers (the network
+page's follow form) goes to the API's own route (``/api/follow``) with the token the
+person types, as its bearer token: no page holds or embeds the token, and the API's
+guard (Host/Origin checks, then the token) decides. That middleware runs before these
+handlers too, so
 a page requested by a foreign site (``Origin``, ``Sec-Fetch-Site``) or through a
 rebound host name is refused before it is rendered.
 """

@@ -201,6 +201,22 @@ def preview_section(alias: str, rows: pa.Table, page: int, more: bool) -> str:
     )
 
 
+#: Changing what the node follows: a write, so it needs the node's token, which the
+#: person types (the page never holds it); the script sends it as the API's bearer token
+#: (``POST``/``DELETE /api/follow``). Without the script the form posts without it and
+#: the API refuses (401): the token is never sent as a form field or in a URL.
+FOLLOW_FORM: Final = (
+    '<form id="follow-form" class="write" method="post" action="/api/follow">'
+    '<input name="dataset" required placeholder="alias, did:odf:… or all" '
+    'aria-label="dataset to follow">'
+    '<input name="token" type="password" required autocomplete="off" '
+    'placeholder="node token (.odf/p2p/http-token)" aria-label="node token">'
+    '<button type="submit" value="POST">Follow</button> '
+    '<button type="submit" value="DELETE">Unfollow</button>'
+    '<p id="write-result" role="status"></p></form>'
+)
+
+
 def network_body(peers: Sequence[Mapping[str, Any]], status: Mapping[str, Any]) -> str:
     """The network page: this node, its peers (bans with reasons), followed datasets."""
     peer_rows = (
@@ -221,6 +237,9 @@ def network_body(peers: Sequence[Mapping[str, Any]], status: Mapping[str, Any]) 
         if follow
         else "<p>No dataset followed.</p>"
     )
+    follow_html = f'<section id="follows">{follow_html}</section>'
+    if "follow" in status:  # a daemon, which serves /api/follow
+        follow_html += FOLLOW_FORM
     me = (
         f"<dl class=facts><dt>Peer id</dt><dd><code>{esc(status.get('peerId') or '—')}</code></dd>"
         f"<dt>Listening on</dt><dd>{esc(', '.join(status.get('addrs') or []) or '—')}</dd>"

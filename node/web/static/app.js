@@ -41,7 +41,38 @@
     return url.toString();
   }
 
+  // A write: the token typed into the form goes as the bearer token, never elsewhere.
+  async function write(form, method) {
+    const result = form.querySelector("#write-result");
+    const body = JSON.stringify({ dataset: form.elements.dataset.value });
+    const resp = await fetch(form.getAttribute("action"), {
+      method: method,
+      credentials: "same-origin",
+      headers: {
+        "Content-Type": "application/json",
+        Authorization: "Bearer " + form.elements.token.value,
+      },
+      body: body,
+    });
+    const doc = await resp.json().catch(() => ({}));
+    if (resp.ok && doc.removed === false) {
+      result.textContent = "not followed: give the entry as listed";
+    } else {
+      result.textContent = resp.ok ? "done" : doc.error || "refused (" + resp.status + ")";
+    }
+    result.className = resp.ok ? "ok" : "error";
+    if (resp.ok) {
+      swap(location.href, "#follows", "none");
+    }
+  }
+
   document.addEventListener("submit", function (ev) {
+    const writing = ev.target.closest("form.write");
+    if (writing) {
+      ev.preventDefault();
+      write(writing, (ev.submitter && ev.submitter.value) || "POST");
+      return;
+    }
     const form = ev.target.closest("form[data-swap]");
     if (!form) {
       return;

@@ -235,15 +235,20 @@ def console_problems(driver: Any) -> list[dict[str, Any]]:
     return [e for e in driver.get_log("browser") if e["level"] in ("SEVERE", "WARNING")]
 
 
-def requests_made(driver: Any) -> list[tuple[str, str]]:
-    """(method, url) of every request the pages sent since the last call."""
+def requests_sent(driver: Any) -> list[tuple[str, str, dict[str, str]]]:
+    """(method, url, headers) of every request the pages sent since the last call."""
     out = []
     for entry in driver.get_log("performance"):
         msg = json.loads(entry["message"])["message"]
         if msg.get("method") == "Network.requestWillBeSent":
             req = msg["params"]["request"]
-            out.append((req["method"], req["url"]))
+            out.append((req["method"], req["url"], req.get("headers", {})))
     return out
+
+
+def requests_made(driver: Any) -> list[tuple[str, str]]:
+    """(method, url) of every request the pages sent since the last call."""
+    return [(m, u) for m, u, _h in requests_sent(driver)]
 
 
 def screenshot(driver: Any, name: str, tmp: Path) -> Path:

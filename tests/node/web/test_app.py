@@ -13,6 +13,7 @@ from typing import Any
 import aiohttp
 import pytest
 
+from node.http.auth import load_or_create_token
 from node.web.html import SECURITY_HEADERS
 from node.web.live import HeadWatcher
 from node.web.views import RowCache
@@ -49,6 +50,7 @@ def test_pages_carry_the_security_headers(ws: Workspace) -> None:
                 for name, value in SECURITY_HEADERS.items():
                     assert headers[name] == value, (path, name)
                 assert "<script>" not in text and " style=" not in text  # CSP: nothing inline
+                assert "follow-form" not in text  # no daemon here: nothing to write to
 
     run(main())
 
@@ -251,5 +253,8 @@ def test_network_page_shows_peers_bans_and_follows(ws: Workspace) -> None:
         assert '<tr class="banned"><td><code>12D3KooWbad' in text
         assert "served bytes that do not match their hash" in text
         assert "<li>prices</li>" in text
+        # A daemon serves /api/follow: the page offers the follow form (no token in it).
+        assert 'id="follow-form"' in text and 'name="token" type="password"' in text
+        assert load_or_create_token(ws.root) not in text
 
     run(main())

@@ -26,6 +26,7 @@ from tests.node.web.helpers import (
     RunningNode,
     free_port,
     requests_made,
+    requests_sent,
     wait_until,
 )
 from tests.node.web.test_browser import dataset_path, open_page
@@ -129,3 +130,49 @@ def _serves(url: str) -> bool:
             return True
     except (urllib.error.URLError, ConnectionError):
         return False
+
+
+def follow_list(node: RunningNode) -> list[str]:
+    follows: list[str] = node.get_json("/api/follow")["follow"]
+    return follows
+
+
+def submit_follow(browser: Any, dataset: str, token: str, button: str) -> str:
+    form = browser.find_element(By.ID, "follow-form")
+    for name, value in (("dataset", dataset), ("token", token)):
+        field = form.find_element(By.NAME, name)
+        field.clear()
+        field.send_keys(value)
+    browser.execute_script("document.getElementById('write-result').textContent = '';")
+    form.find_element(By.XPATH, f'.//button[text()="{button}"]').click()
+    text = lambda: browser.execute_script(  # noqa: E731
+        "return document.getElementById('write-result').textContent;"
+    )
+    wait_until(lambda: bool(text()), "the answer")
+    answer: str = text()
+    return answer
+
+
+def test_follow_form_writes_only_with_the_typed_token(ui_node: RunningNode, browser: Any) -> None:
+    open_page(browser, ui_node, "/ui/network")
+    requests_made(browser)
+    assert submit_follow(browser, ROOT, "not-the-token-0123456789", "Follow") == "invalid token"
+    assert follow_list(ui_node) == []
+    assert submit_follow(browser, ROOT, ui_node.token, "Follow") == "done"
+    root_did = next(r["id"] for r in ui_node.get_json("/api/datasets") if r["alias"] == ROOT)
+    assert follow_list(ui_node) == [root_did]
+    wait_until(lambda: root_did in browser.find_element(By.ID, "follows").text, "the list")
+    # The node stores a follow as the DID: unfollowing takes the entry as listed.
+    answer = submit_follow(browser, ROOT, ui_node.token, "Unfollow")
+    assert answer == "not followed: give the entry as listed"
+    assert submit_follow(browser, root_did, ui_node.token, "Unfollow") == "done"
+    assert follow_list(ui_node) == []
+    # The token went only as the bearer token of the API's own route, never in a URL.
+    writes = [(m, u, h) for m, u, h in requests_sent(browser) if m != "GET"]
+    follow_api = ui_node.url + "/api/follow"
+    assert [(m, u) for m, u, _h in writes] == [("POST", follow_api)] * 2 + [
+        ("DELETE", follow_api)
+    ] * 2
+    bearer = [h.get("Authorization") for _m, _u, h in writes]
+    assert bearer == ["Bearer not-the-token-0123456789"] + [f"Bearer {ui_node.token}"] * 3
+    assert ui_node.token not in browser.page_source
