@@ -143,13 +143,13 @@ def cmd_status(args: argparse.Namespace) -> int:
     root = workspace_root(args)
     info = _running(root)
     if info is None:
-        if args.json:
+        if _wants_json(args):
             print(json.dumps({"running": False}))
         else:
             print("No node is running for this workspace (start one with: odf node run)")
         return EXIT_NOT_FOUND
     doc = _api(root, info, "/api/status")
-    if args.json:
+    if _wants_json(args):
         print(json.dumps(doc, indent=2))
         return EXIT_OK
     print(f"Node {doc.get('peerId')} (pid {info.pid}), up {doc.get('uptimeSeconds')} s")
@@ -157,14 +157,16 @@ def cmd_status(args: argparse.Namespace) -> int:
     for a in doc.get("addrs", []):
         print(f"  libp2p:   {a}")
     print(f"  datasets: {doc.get('datasets')}, peers: {doc.get('peers')}")
-    follow = doc.get("follow") or []
+    names = doc.get("followNames") or {}
+    follow = [names.get(f, f) for f in doc.get("follow") or []]
     print(f"  follow:   {', '.join(follow) if follow else '(nothing)'}")
     for p in doc.get("pulls", []):
         state = "running" if p["running"] else "queued"
-        print(f"  pull {state}: {p['dataset']} #{p['sequenceNumber']} (attempts {p['attempts']})")
+        name = p.get("alias") or p["dataset"]
+        print(f"  pull {state}: {name} #{p['sequenceNumber']} (attempts {p['attempts']})")
     for p in doc.get("recentPulls", [])[-5:]:
         print(
-            f"  pulled:   {p['dataset']} #{p['sequenceNumber']} {p['detail']} "
+            f"  pulled:   {p.get('alias') or p['dataset']} #{p['sequenceNumber']} {p['detail']} "
             f"({p['objects']} objects, {p['bytes']} bytes, {p['seconds']} s)"
         )
     _print_validator(doc.get("validator"))
@@ -223,7 +225,7 @@ def cmd_peers(args: argparse.Namespace) -> int:
         err("no node is running for this workspace")
         return EXIT_NOT_FOUND
     rows = _api(root, info, "/api/peers")
-    if args.json:
+    if _wants_json(args):
         print(json.dumps(rows, indent=2))
         return EXIT_OK
     if not rows:
@@ -280,6 +282,22 @@ def cmd_unfollow(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _json_flags(p: argparse.ArgumentParser) -> None:
+    """``--json`` and its spelling ``-o json`` (the API's JSON: datasets by DID)."""
+    p.add_argument("--json", action="store_true", help="print the API's JSON")
+    p.add_argument(
+        "-o",
+        "--output-format",
+        choices=("text", "json"),
+        default="text",
+        help="json: the same as --json",
+    )
+
+
+def _wants_json(args: argparse.Namespace) -> bool:
+    return bool(args.json) or args.output_format == "json"
+
+
 def register(sub: Any) -> None:
     """Add ``node`` (run, status, peers, follow, unfollow) to the top-level sub-parsers."""
     p = sub.add_parser(
@@ -325,16 +343,20 @@ def register(sub: Any) -> None:
         help="stop replicating publishers with confirmed divergence or equivocation",
     )
     r.add_argument("--log-level", choices=("debug", "info", "warning", "error"))
-    r.add_argument("--log-format", choices=("json", "text"))
+    r.add_argument(
+        "--log-format",
+        choices=("auto", "json", "text"),
+        help="log lines on stderr: text or JSON (default auto: text on a terminal, else JSON)",
+    )
     r.add_argument("-q", "--quiet", action="store_true", help="no startup summary")
 
-    s = nsub.add_parser("status", help="status of the running node")
+    s = nsub.add_parser("status", help="status of the running node (datasets by alias)")
     s.set_defaults(func=cmd_status)
-    s.add_argument("--json", action="store_true", help="print the API's JSON")
+    _json_flags(s)
 
     s = nsub.add_parser("peers", help="peers of the running node with their scores")
     s.set_defaults(func=cmd_peers)
-    s.add_argument("--json", action="store_true", help="print the API's JSON")
+    _json_flags(s)
 
     f = nsub.add_parser("follow", help="replicate a dataset as new heads are announced")
     f.set_defaults(func=cmd_follow)

@@ -26,7 +26,7 @@ from typing import Any, Final
 from fbs.did import DatasetId
 from fbs.errors import FbsError, OdfError
 from node.daemon.config import NodeConfig
-from node.daemon.log import event
+from node.daemon.log import dataset_fields, event
 from node.validation.disputes import (
     DisputePolicy,
     publisher_record,
@@ -202,7 +202,7 @@ class AttestationService:
             event(
                 logging.WARNING,
                 "dataset disputed",
-                dataset=att.dataset_id.to_did_odf(),
+                **dataset_fields(self.ws, att.dataset_id),
                 block=str(att.block_hash),
                 seq=att.sequence_number,
                 field=att.detail,
@@ -290,7 +290,12 @@ class AttestationService:
         reason = refusal_reason(record, self.policy)
         if reason is not None and self._refused.get(did) != reason:
             self._refused[did] = reason
-            event(logging.WARNING, "refusing new heads", dataset=did.to_did_odf(), reason=reason)
+            event(
+                logging.WARNING,
+                "refusing new heads",
+                **dataset_fields(self.ws, did),
+                reason=reason,
+            )
         return reason
 
     async def publisher_records_json(self) -> list[dict[str, Any]]:

@@ -15,7 +15,7 @@ silently)::
     allow_ingest: true                       # push ingest over HTTP (bearer token)
     allow_push: true                         # signed pushes over HTTP (bearer token)
     log_level: info                          # debug | info | warning | error
-    log_format: json                         # json (one object per line) | text (key=value)
+    log_format: auto                         # auto (text on a terminal, else json) | json | text
     head_poll_interval_s: 1.0                # how often owned heads are checked
     reannounce_interval_s: 30.0              # how often held heads are gossiped again
     validator: false                         # check replicated data, gossip attestations
@@ -72,7 +72,7 @@ FOLLOW_ALL: Final = "all"
 MAX_CONFIG_BYTES: Final = 1 << 20
 #: Accepted log levels and formats.
 LOG_LEVELS: Final = ("debug", "info", "warning", "error")
-LOG_FORMATS: Final = ("json", "text")
+LOG_FORMATS: Final = ("auto", "json", "text")
 #: Bounds of the periodic intervals (seconds).
 MIN_INTERVAL_S: Final = 0.05
 MAX_INTERVAL_S: Final = 3600.0
@@ -126,7 +126,7 @@ class NodeConfig:
     allow_ingest: bool = True
     allow_push: bool = True
     log_level: str = "info"
-    log_format: str = "json"
+    log_format: str = "auto"
     head_poll_interval_s: float = 1.0
     reannounce_interval_s: float = 30.0
     pull_attempts: int = 5

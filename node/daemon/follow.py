@@ -107,7 +107,8 @@ class FollowList:
                 raise UsageError(f"at most {MAX_FOLLOWS} follows")
             self._entries.append(entry)
             self._save()
-            event(logging.INFO, "following", dataset=entry)
+            alias = None if entry == "all" or ref.strip().startswith("did:") else ref.strip()
+            event(logging.INFO, "following", dataset=entry, alias=alias)
         self._on_follow()
         return entry
 

@@ -20,7 +20,7 @@ import os
 from fbs.did import DatasetAlias, DatasetId
 from fbs.errors import FbsError, OdfError
 from fbs.multiformats import Multihash
-from node.daemon.log import event
+from node.daemon.log import dataset_fields, event
 from p2p.errors import Equivocation, P2PError, StaleHead
 from p2p.head_record import HeadRecord, sign_head
 from p2p.head_store import HeadStore
@@ -126,7 +126,7 @@ class HeadWatcher:
         event(
             logging.INFO,
             "signed head",
-            dataset=did.to_did_odf(),
+            **dataset_fields(self.ws, did),
             head=str(state.head),
             seq=state.sequence_number,
         )
@@ -153,7 +153,12 @@ class HeadWatcher:
                 event(logging.ERROR, "refusing to sign a conflicting head", error=str(e))
                 record = None
             except (OdfError, OSError) as e:
-                event(logging.WARNING, "cannot sign head", dataset=name, error=str(e))
+                event(
+                    logging.WARNING,
+                    "cannot sign head",
+                    **dataset_fields(self.ws, did),
+                    error=str(e),
+                )
                 continue
             if did in self.seen and not self.ws.keys.has(did):
                 self.changed.append(did)  # a replica moved (push, `odf pull`)
@@ -174,7 +179,7 @@ class HeadWatcher:
         event(
             logging.DEBUG,
             "announced",
-            dataset=record.dataset_id.to_did_odf(),
+            **dataset_fields(self.ws, record.dataset_id),
             seq=record.sequence_number,
         )
 

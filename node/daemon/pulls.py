@@ -39,7 +39,7 @@ from fbs.did import DatasetId
 from fbs.errors import FbsError, OdfError
 from node.daemon.config import NodeConfig
 from node.daemon.follow import FollowList
-from node.daemon.log import event
+from node.daemon.log import dataset_fields, event
 from node.remote.replica_names import replica_alias
 from node.worker_threads import WorkerThreads
 from p2p.errors import (
@@ -119,6 +119,7 @@ class PullRecord:
 
     Attributes:
         dataset_id: the dataset.
+        alias: its name here (else its publisher's; ``None``: neither is known).
         sequence_number: the record pulled to.
         ok: whether it completed.
         detail: result summary or the error.
@@ -131,6 +132,7 @@ class PullRecord:
     sequence_number: int
     ok: bool
     detail: str
+    alias: str | None = None
     blocks: int = 0
     objects: int = 0
     objects_present: int = 0
@@ -142,6 +144,7 @@ class PullRecord:
         """JSON form."""
         return {
             "dataset": self.dataset_id.to_did_odf(),
+            "alias": self.alias,
             "sequenceNumber": self.sequence_number,
             "ok": self.ok,
             "detail": self.detail,
@@ -223,7 +226,7 @@ class PullScheduler:
             event(
                 logging.INFO,
                 "head heard",
-                dataset=record.dataset_id.to_did_odf(),
+                **dataset_fields(self.ws, record.dataset_id, record.name),
                 seq=record.sequence_number,
                 origin=origin,
             )
@@ -250,11 +253,21 @@ class PullScheduler:
         except StaleHead:
             return False
         except Equivocation as e:
-            event(logging.WARNING, "equivocation recorded", dataset=str(did), error=str(e))
+            event(
+                logging.WARNING,
+                "equivocation recorded",
+                **dataset_fields(self.ws, did, record.name),
+                error=str(e),
+            )
             self._on_equivocation()
             return False
         except P2PError as e:
-            event(logging.INFO, "record refused", dataset=str(did), error=str(e))
+            event(
+                logging.INFO,
+                "record refused",
+                **dataset_fields(self.ws, did, record.name),
+                error=str(e),
+            )
             return False
         if not self.follows.is_followed(did):
             return False
@@ -282,7 +295,7 @@ class PullScheduler:
         """Queued and running pulls (JSON rows)."""
         return [
             {
-                "dataset": did.to_did_odf(),
+                **dataset_fields(self.ws, did, w.record.name),
                 "sequenceNumber": w.record.sequence_number,
                 "head": str(w.record.head),
                 "running": w.started_at is not None,
@@ -314,7 +327,7 @@ class PullScheduler:
             try:
                 result = await self._pull_once(record, want.providers)
             except asyncio.CancelledError:
-                event(logging.INFO, "pull cancelled", dataset=str(did))
+                event(logging.INFO, "pull cancelled", **dataset_fields(self.ws, did, record.name))
                 raise
             except (StaleHead, Equivocation, NotDescendant, InvalidHeadRecord) as e:
                 # Not retryable: the record is behind, conflicting or off our history.
@@ -346,7 +359,7 @@ class PullScheduler:
         event(
             logging.INFO,
             "pull failed, retrying",
-            dataset=str(did),
+            **dataset_fields(self.ws, did, record.name),
             attempt=want.attempts,
             delay_s=round(delay, 3),
             error=want.last_error,
@@ -369,6 +382,7 @@ class PullScheduler:
             record.sequence_number,
             ok,
             detail,
+            alias=dataset_fields(self.ws, did, record.name)["alias"],
             blocks=result.blocks_fetched if result else 0,
             objects=result.objects_fetched if result else 0,
             objects_present=result.objects_present if result else 0,
@@ -420,7 +434,7 @@ class PullScheduler:
         event(
             logging.INFO,
             "pulling",
-            dataset=str(record.dataset_id),
+            **dataset_fields(self.ws, record.dataset_id, record.name),
             seq=record.sequence_number,
             sources=peers,
         )

@@ -5,14 +5,18 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from fbs.did import DatasetId
+from fbs.errors import OdfError
 from node.daemon.attest import AttestationService
 from node.daemon.follow import FollowList
 from node.daemon.heads import HeadWatcher
+from node.daemon.log import dataset_fields
 from node.daemon.pulls import PeerView, PullScheduler
 from node.daemon.validation import ValidationFeed
 from p2p.libp2p.exchange import ExchangeServer
@@ -73,6 +77,7 @@ class DaemonStatus:
             "topicPeers": len(self.peers.subscribed),
             "follow": self.follows.entries,
             "followAll": self.follows.all,
+            "followNames": self.follow_names(),
             "pulls": self.pulls.pulls_in_progress(),
             "recentPulls": [r.to_dict() for r in self.pulls.history],
             "networkHeads": len(self.pulls.known),
@@ -99,3 +104,15 @@ class DaemonStatus:
                 "confirmations": policy.confirmations,
             },
         }
+
+    def follow_names(self) -> dict[str, str]:
+        """The aliases of followed datasets held here, by the DID followed."""
+        out: dict[str, str] = {}
+        for entry in self.follows.entries:
+            if not entry.startswith("did:"):
+                continue
+            with contextlib.suppress(OdfError):
+                alias = dataset_fields(self.follows.ws, DatasetId.from_did(entry))["alias"]
+                if alias:
+                    out[entry] = alias
+        return out

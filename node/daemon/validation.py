@@ -22,7 +22,7 @@ from fbs.errors import FbsError
 from fbs.multiformats import Multihash
 from node.daemon.config import NodeConfig
 from node.daemon.follow import FollowList
-from node.daemon.log import event
+from node.daemon.log import dataset_fields, event
 from node.errors import UsageError
 from node.validation.validator import Validator, load_or_create_validator_key
 from node.validation.worker import ValidatorWorker
@@ -139,7 +139,12 @@ class ValidationFeed:
             if entry not in self.follows and not self.ws.keys.has(inp):
                 with contextlib.suppress(UsageError):
                     self.follows.follow(entry)
-                    event(logging.INFO, "following input", dataset=entry, of=did.to_did_odf())
+                    event(
+                        logging.INFO,
+                        "following input",
+                        **dataset_fields(self.ws, inp),
+                        of=dataset_fields(self.ws, did)["alias"] or did.to_did_odf(),
+                    )
         self.worker.queue(did)
         for dep in await self.threads.run(self.dependents, did):
             self.worker.queue(dep)  # may have waited for this input
