@@ -87,7 +87,8 @@ class _TextFormatter(logging.Formatter):
     """``2026-11-29 08:01:02 info  message  key=value ...`` (UTC).
 
     A dataset shows as its alias; its DID only when ``verbose`` (debug level) or when
-    it has no alias. Fields without a value are left out.
+    it has no alias. Fields without a value are left out. ``verbose`` also names the
+    logger of lines that are not the daemon's own.
     """
 
     def __init__(self, *, verbose: bool) -> None:
@@ -96,7 +97,10 @@ class _TextFormatter(logging.Formatter):
 
     def format(self, record: logging.LogRecord) -> str:
         stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(record.created))
-        line = f"{stamp} {record.levelname.lower():<7} {record.getMessage()}"
+        line = f"{stamp} {record.levelname.lower():<7} "
+        if self._verbose and record.name != log.name:
+            line += f"[{record.name}] "  # at debug level, whose line this is
+        line += record.getMessage()
         parts = [f"{k}={_text_value(v)}" for k, v in self._named(_fields(record)).items()]
         if parts:
             line += "  " + " ".join(parts)

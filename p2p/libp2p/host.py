@@ -56,6 +56,7 @@ from libp2p.peer.id import ID
 from p2p.errors import HostError, HostNotRunning, PeerUnavailable
 from p2p.libp2p.bootstrap import RedialAddrs, dial_bootstrap, dial_list, parse_peer_addr
 from p2p.libp2p.bridge import TrioThread
+from p2p.libp2p.dial_errors import dial_failure_reason, forget_failed_dial
 from p2p.libp2p.identity import load_or_create_identity, parse_peer_id
 from p2p.libp2p.listen_ports import check_listen_ports
 from p2p.libp2p.pubsub_guard import GuardedPubsub, GuardStats
@@ -384,13 +385,16 @@ class P2PHost:
         host, timeout = self.libp2p_host, self.config.connect_timeout_s
 
         async def _connect() -> None:
+            forget_failed_dial(host, info.peer_id)  # callers back off themselves
             try:
                 with trio.fail_after(timeout):
                     await host.connect(info)
             except trio.TooSlowError:
                 raise PeerUnavailable(f"connecting to {addr} timed out") from None
             except Exception as e:
-                raise PeerUnavailable(f"cannot connect to {addr}: {e}") from None
+                raise PeerUnavailable(
+                    f"cannot connect to {addr}: {dial_failure_reason(e)}"
+                ) from None
 
         await self.run_trio(_connect)
         self._redial.remember(peer, addr)  # redialled after a restart
