@@ -2,7 +2,8 @@
 
 ``odf attestations`` lists the validator attestations held for a dataset's current
 chain: block, validator (``did:key``), verdict, the differing field or the reason, the
-engine used and when; the dataset is marked DISPUTED when some validator found a block
+engine used and when (the table shortens block hashes and validator DIDs: ``--wide``
+and ``-o json`` show them whole); the dataset is marked DISPUTED when some validator found a block
 that does not reproduce. ``--evidence`` adds what is held against the dataset's
 publisher (`node.validation.disputes`): the ``diverged`` attestations per block, with their
 validators, and equivocation evidence (two heads signed for one sequence number).
@@ -19,6 +20,8 @@ diverged.
 from __future__ import annotations
 
 import argparse
+import sys
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from node.cli_util import EXIT_INVALID, EXIT_OK, EXIT_VERIFY_FAILED, err, open_workspace
@@ -28,7 +31,14 @@ if TYPE_CHECKING:
     from node.validation.trust import TrustReport, verify_with_trust
     from p2p.attestation import Attestation
 
-__all__ = ["TrustReport", "attestation_row", "register", "verify_with_trust"]
+__all__ = [
+    "TrustReport",
+    "attestation_row",
+    "register",
+    "short_validator",
+    "verify_with_trust",
+    "wide_table",
+]
 
 
 def __getattr__(name: str) -> Any:
@@ -54,11 +64,45 @@ def attestation_row(a: Attestation) -> dict[str, Any]:
     }
 
 
+#: Columns of the ``odf attestations`` table.
+ATTESTATION_COLUMNS = ("seq", "block", "validator", "verdict", "detail", "engine", "time")
+#: Characters of a validator's key kept at each end in the default table.
+SHORT_KEY_CHARS = 6
+
+
+def short_validator(did: str) -> str:
+    """``did:key:z6MkpTHRqs...FdUnQK`` for the table; ``--wide`` and ``-o json`` show it whole.
+
+    Every ed25519 ``did:key`` starts ``z6Mk``: the characters after it and the last
+    ones tell validators apart at a glance.
+    """
+    prefix = "did:key:"
+    key = did.removeprefix(prefix)
+    keep = len("z6Mk") + SHORT_KEY_CHARS
+    if len(key) <= keep + SHORT_KEY_CHARS + 1:
+        return did
+    return f"{prefix}{key[:keep]}...{key[-SHORT_KEY_CHARS:]}"
+
+
 def _short_row(row: dict[str, Any]) -> dict[str, Any]:
     out = dict(row)
     out["block"] = str(row["block"])[-12:]
-    out["validator"] = str(row["validator"])[:20] + "..."
+    out["validator"] = short_validator(str(row["validator"]))
     return out
+
+
+def wide_table(rows: list[dict[str, Any]], columns: Sequence[str]) -> str:
+    """``rows`` as aligned columns, every value whole on one line (nothing folded).
+
+    A folded table cell cannot be copied; these lines can be as wide as they need.
+    """
+    cells = [[str(c) for c in columns]]
+    cells += [["" if r.get(c) is None else str(r.get(c)) for c in columns] for r in rows]
+    widths = [max(len(line[i]) for line in cells) for i in range(len(columns))]
+    return "".join(
+        "  ".join(v.ljust(w) for v, w in zip(line, widths, strict=True)).rstrip() + "\n"
+        for line in cells
+    )
 
 
 def cmd_attestations(args: argparse.Namespace) -> int:
@@ -86,12 +130,16 @@ def cmd_attestations(args: argparse.Namespace) -> int:
         title = f"{entry.alias}: {len(rows)} attestations, {state}"
         if status.pending:
             title += f", {status.pending} queued"
-        render(
-            [_short_row(r) for r in rows],
-            "table",
-            columns=["seq", "block", "validator", "verdict", "detail", "engine", "time"],
-            title=title,
-        )
+        if args.wide:
+            print(title)
+            sys.stdout.write(wide_table(rows, ATTESTATION_COLUMNS))
+        else:
+            render(
+                [_short_row(r) for r in rows],
+                "table",
+                columns=list(ATTESTATION_COLUMNS),
+                title=title + (" (--wide: whole hashes and DIDs)" if rows else ""),
+            )
         if record is not None:
             _print_evidence(record)
     else:
@@ -192,6 +240,11 @@ def register(sub: Any) -> None:
         help="also show the evidence held against the publisher (divergence, equivocation)",
     )
     p.add_argument("-o", "--output-format", choices=OUTPUT_FORMATS, default="table")
+    p.add_argument(
+        "--wide",
+        action="store_true",
+        help="table: whole block hashes and validator DIDs, one line per attestation",
+    )
 
     v = sub.add_parser(
         "validate",
