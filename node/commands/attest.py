@@ -85,9 +85,14 @@ def short_validator(did: str) -> str:
 
 
 def _short_row(row: dict[str, Any]) -> dict[str, Any]:
+    """``row`` shortened to fit a 120-column table unfolded (``--wide``: whole)."""
     out = dict(row)
     out["block"] = str(row["block"])[-12:]
     out["validator"] = short_validator(str(row["validator"]))
+    if isinstance(row.get("engine"), str):
+        out["engine"] = row["engine"].split(" (", 1)[0]  # "spark", without versions
+    if isinstance(row.get("time"), str):
+        out["time"] = row["time"][:19] + "Z"  # to the second
     return out
 
 
@@ -197,14 +202,13 @@ def cmd_validate(args: argparse.Namespace) -> int:
             code = EXIT_VERIFY_FAILED
         rows = [attestation_row(a) for a in run.attestations]
         if args.output_format == "table":
+            # The validator's DID on a line of its own: a table title would fold it.
+            print(f"validator: {key.dataset_id.to_did_key()}")
             render(
                 [_short_row(r) for r in rows],
                 "table",
                 columns=["seq", "block", "verdict", "detail"],
-                title=(
-                    f"{run.alias}: {len(rows)} blocks checked by {key.dataset_id.to_did_key()}"
-                    f", backlog {run.backlog}"
-                ),
+                title=f"{run.alias}: {len(rows)} blocks checked, backlog {run.backlog}",
             )
         else:
             docs.append(
