@@ -6,13 +6,14 @@
   override the config file. ``--http-allow-host NAME`` accepts NAME in the HTTP ``Host``
   header (IPs and localhost always are; `node.http.auth`). ``--validator`` checks
   every replicated block (replaying derivative transforms on the engine) and gossips
-  signed attestations.
+  signed attestations. Logs are text on a terminal, JSON lines otherwise
+  (``--log-format json|text`` forces one; `node.daemon.log`).
 - ``odf node status`` / ``odf node peers``: ask the running node (found through
   ``.odf/run/node.json``) over its HTTP API (with the bearer token of
-  ``.odf/p2p/http-token``, created at the first ``odf node run``); ``--json`` prints
-  the API's JSON. The status shows the validator's backlog and the datasets with
-  evidence against their publisher (disputed heads, equivocation), and which of them
-  policy refuses.
+  ``.odf/p2p/http-token``, created at the first ``odf node run``); datasets are named
+  by alias; ``-o json`` (or ``--json``) prints the API's JSON, where they are DIDs.
+  The status shows the validator's backlog and the datasets with evidence against
+  their publisher (disputed heads, equivocation), and which of them policy refuses.
 - ``odf node follow DS``: replicate DS as heads are announced: the running node is told
   over HTTP (persisted); without a running node, a foreground node follows DS. Warns
   when DS is disputed (`node.validation.disputes.disputed_warning`).
