@@ -130,7 +130,8 @@ class BootstrapPeers:
         try:
             while True:
                 await asyncio.sleep(BOOTSTRAP_CHECK_INTERVAL_S)
-                with contextlib.suppress(P2PError):
+                # A host restarting (`P2PHost` supervision) has no peers to list yet.
+                with contextlib.suppress(OdfError, OSError):
                     self._check(set(await self._threads.run(self._host.peers)))
         finally:
             for task in self._dials:
@@ -161,14 +162,14 @@ class BootstrapPeers:
                 "reconnected to bootstrap peer",
                 peer=link.peer,
                 down_s=round(now - link.down_since, 1),
-                attempts=link.failures + 1,
+                failed_dials=link.failures,
             )
         else:
             event(
                 logging.INFO,
                 "connected to bootstrap peer",
                 addr=link.addr,
-                attempts=link.failures + 1,
+                failed_dials=link.failures,
             )
         link.connected = link.was_connected = True
         link.failures = 0

@@ -8,16 +8,28 @@ is back: py-libp2p's own 60 s refusal to redial a peer that failed must not appl
 
 from __future__ import annotations
 
+import asyncio
 import json
+import logging
 import random
 import socket
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
-from node.daemon.watch import BOOTSTRAP_REDIAL_FIRST_S, BOOTSTRAP_REDIAL_MAX_S, redial_delay
+import node.daemon.watch as watch
+from node.daemon.watch import (
+    BOOTSTRAP_REDIAL_FIRST_S,
+    BOOTSTRAP_REDIAL_MAX_S,
+    BootstrapPeers,
+    redial_delay,
+)
+from node.worker_threads import WorkerThreads
+from p2p.errors import PeerUnavailable
+from p2p.libp2p.host import P2PHost
 from storage.workspace import Workspace
 from tests.node.test_daemon_process import Node, node, wait_until, write_config
 
@@ -37,6 +49,98 @@ def test_redial_delay_is_exponential_capped_and_jittered() -> None:
         assert max(draws) - min(draws) > base / 4  # jittered, not one value
     assert redial_delay(1, rng) <= BOOTSTRAP_REDIAL_FIRST_S
     assert redial_delay(50, rng) <= BOOTSTRAP_REDIAL_MAX_S
+
+
+class _Host:
+    """A host whose peer ``B`` is up or down as the test says; dials of ``A`` are refused."""
+
+    peer_id = "ME"
+
+    def __init__(self) -> None:
+        self.up: set[str] = set()
+        self.reachable: set[str] = set()
+        self.dials: list[str] = []
+
+    def peers(self) -> list[str]:
+        return sorted(self.up)
+
+    async def connect(self, addr: str) -> str:
+        peer = addr.rsplit("/p2p/", 1)[1]
+        self.dials.append(peer)
+        if peer not in self.reachable:
+            raise PeerUnavailable(f"cannot connect to {addr}: connection refused")
+        self.up.add(peer)
+        return peer
+
+
+class _Threads:
+    async def run(self, fn: Callable[..., Any], *args: Any) -> Any:
+        return fn(*args)
+
+
+def _messages(caplog: pytest.LogCaptureFixture) -> list[tuple[str, str, str | None]]:
+    return [
+        (r.levelname, r.getMessage(), getattr(r, "fields", {}).get("peer"))
+        for r in caplog.records
+        if r.name == "odf.node"
+    ]
+
+
+def test_bootstrap_peers_log_once_per_change_and_retry_quietly(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setattr(watch, "BOOTSTRAP_CHECK_INTERVAL_S", 0.005)
+    monkeypatch.setattr(watch, "BOOTSTRAP_REDIAL_FIRST_S", 0.01)
+    monkeypatch.setattr(watch, "BOOTSTRAP_REDIAL_MAX_S", 0.04)
+    host = _Host()
+    host.reachable = {"A"}
+    addrs = ["/ip4/127.0.0.1/tcp/1/p2p/A", "/ip4/127.0.0.1/tcp/2/p2p/B", "/ip4/1.2.3.4/tcp/9"]
+    addrs += ["/ip4/127.0.0.1/tcp/3/p2p/ME", "/ip4/127.0.0.1/tcp/1/p2p/A"]
+    caplog.set_level(logging.DEBUG, logger="odf.node")
+
+    async def scenario() -> None:
+        peers = BootstrapPeers(
+            addrs, cast(P2PHost, host), cast(WorkerThreads, _Threads()), random.Random(1)
+        )
+        await peers.dial_all()
+        assert host.dials == ["A", "B"]  # each once; never ourselves
+        keeper = asyncio.create_task(peers.keep())
+        try:
+            await asyncio.sleep(0.3)  # B down: redialled with back-off
+            redials = host.dials.count("B")
+            assert 3 <= redials <= 20, redials  # capped at 0.04 s: not every check
+            host.reachable.add("B")
+            await _until(lambda: "B" in host.up)
+            host.up.discard("A")  # A restarts, refusing dials for a moment
+            host.reachable.discard("A")
+            await asyncio.sleep(0.1)
+            host.up.add("A")  # ... and dials us when it is back
+            await asyncio.sleep(0.05)
+        finally:
+            keeper.cancel()
+            await asyncio.gather(keeper, return_exceptions=True)
+
+    asyncio.run(scenario())
+    said = [m for m in _messages(caplog) if m[0] != "DEBUG"]
+    assert said == [
+        ("WARNING", "ignoring bootstrap address without /p2p/<peer id>", None),
+        ("INFO", "connected to bootstrap peer", None),
+        ("WARNING", "bootstrap peer unreachable, retrying in the background", None),
+        ("INFO", "connected to bootstrap peer", None),
+        ("WARNING", "lost bootstrap peer, reconnecting", "A"),
+        ("INFO", "reconnected to bootstrap peer", "A"),
+    ], said
+    retries = [m for m in _messages(caplog) if m[0] == "DEBUG"]
+    assert retries and {m[1] for m in retries} == {"bootstrap dial failed"}
+    connected = [r for r in caplog.records if r.getMessage() == "connected to bootstrap peer"]
+    assert [getattr(r, "fields", {})["addr"] for r in connected] == [addrs[0], addrs[1]]
+
+
+async def _until(cond: Callable[[], bool], timeout: float = 5.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not cond():
+        assert time.monotonic() < deadline
+        await asyncio.sleep(0.005)
 
 
 def _free_port() -> int:
@@ -90,7 +194,7 @@ def test_a_node_whose_only_peer_restarts_reconnects_and_says_so(tmp_path: Path) 
             (again,) = _logged(b, "reconnected to bootstrap peer")
             assert lost["peer"] == again["peer"] == a_peer
             assert lost["level"] == "warning" and again["level"] == "info"
-            assert again["attempts"] >= 2 and again["down_s"] >= 3.0, again
+            assert again["failed_dials"] >= 1 and again["down_s"] >= 3.0, again
             # Each failed redial is a debug line: none at the default level.
             assert not _logged(b, "bootstrap dial failed"), b.log()
             assert not [r for r in _records(b) if r["logger"].startswith("libp2p")]
