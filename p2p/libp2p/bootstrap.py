@@ -4,7 +4,8 @@ Bootstrap peers are *not* handed to py-libp2p: 0.8.1 dials them inside ``host.ru
 before the pubsub service runs, and the pubsub notifee of the new connection then fails
 the whole host ('Pubsub' object has no attribute '_manager'). `dial_bootstrap` dials them
 once gossipsub is ready instead, in the background, with retries (the peer may still be
-starting). `RedialAddrs` remembers the addresses `P2PHost.connect` reached, so a
+starting; py-libp2p's own 60 s refusal to redial a peer that failed is cleared first,
+`p2p.libp2p.dial_errors`). `RedialAddrs` remembers the addresses `P2PHost.connect` reached, so a
 restarted host dials them too.
 """
 
@@ -20,6 +21,7 @@ import trio
 from libp2p.peer.peerinfo import PeerInfo, info_from_p2p_addr
 
 from p2p.errors import PeerUnavailable
+from p2p.libp2p.dial_errors import dial_failure_reason, forget_failed_dial
 from p2p.libp2p.settings import BOOTSTRAP_MAX_DELAY_S, MAX_REDIAL_ADDRS, HostConfig
 from p2p.peers import PeerScores
 
@@ -56,22 +58,24 @@ async def dial_bootstrap(
         return
     if str(info.peer_id) == me or scores.is_banned(str(info.peer_id)):
         return
-    delay = config.bootstrap_retry_delay_s
+    delay, reason = config.bootstrap_retry_delay_s, "not dialled"
     for attempt in range(1, max(1, config.bootstrap_attempts) + 1):
         if info.peer_id in host.get_connected_peers():
             return
+        forget_failed_dial(host, info.peer_id)  # the back-off here is ours
         try:
             with trio.fail_after(config.connect_timeout_s):
                 await host.connect(info)
         except Exception as e:  # dial errors of assorted types, TooSlowError
-            log.info("bootstrap dial %d of %s failed: %r", attempt, addr, e)
+            reason = dial_failure_reason(e)
+            log.debug("bootstrap dial %d of %s failed: %s", attempt, addr, reason)
         else:
             log.info("connected to bootstrap peer %s", info.peer_id)
             return
         if attempt < config.bootstrap_attempts:
             await trio.sleep(delay)
             delay = min(delay * 2, BOOTSTRAP_MAX_DELAY_S)
-    log.warning("bootstrap peer %s unreachable after %d attempts", addr, attempt)
+    log.warning("bootstrap peer %s unreachable after %d attempts: %s", addr, attempt, reason)
 
 
 class RedialAddrs:
