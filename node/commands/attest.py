@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from node.cli_util import EXIT_INVALID, EXIT_OK, EXIT_VERIFY_FAILED, err, open_workspace
@@ -35,9 +34,7 @@ __all__ = [
     "TrustReport",
     "attestation_row",
     "register",
-    "short_validator",
     "verify_with_trust",
-    "wide_table",
 ]
 
 
@@ -66,48 +63,12 @@ def attestation_row(a: Attestation) -> dict[str, Any]:
 
 #: Columns of the ``odf attestations`` table.
 ATTESTATION_COLUMNS = ("seq", "block", "validator", "verdict", "detail", "engine", "time")
-#: Characters of a validator's key kept at each end in the default table.
-SHORT_KEY_CHARS = 6
-
-
-def short_validator(did: str) -> str:
-    """``did:key:z6MkpTHRqs...FdUnQK`` for the table; ``--wide`` and ``-o json`` show it whole.
-
-    Every ed25519 ``did:key`` starts ``z6Mk``: the characters after it and the last
-    ones tell validators apart at a glance.
-    """
-    prefix = "did:key:"
-    key = did.removeprefix(prefix)
-    keep = len("z6Mk") + SHORT_KEY_CHARS
-    if len(key) <= keep + SHORT_KEY_CHARS + 1:
-        return did
-    return f"{prefix}{key[:keep]}...{key[-SHORT_KEY_CHARS:]}"
 
 
 def _short_row(row: dict[str, Any]) -> dict[str, Any]:
-    """``row`` shortened to fit a 120-column table unfolded (``--wide``: whole)."""
-    out = dict(row)
-    out["block"] = str(row["block"])[-12:]
-    out["validator"] = short_validator(str(row["validator"]))
-    if isinstance(row.get("engine"), str):
-        out["engine"] = row["engine"].split(" (", 1)[0]  # "spark", without versions
-    if isinstance(row.get("time"), str):
-        out["time"] = row["time"][:19] + "Z"  # to the second
-    return out
+    from node.render.columns import fit_attestation_row
 
-
-def wide_table(rows: list[dict[str, Any]], columns: Sequence[str]) -> str:
-    """``rows`` as aligned columns, every value whole on one line (nothing folded).
-
-    A folded table cell cannot be copied; these lines can be as wide as they need.
-    """
-    cells = [[str(c) for c in columns]]
-    cells += [["" if r.get(c) is None else str(r.get(c)) for c in columns] for r in rows]
-    widths = [max(len(line[i]) for line in cells) for i in range(len(columns))]
-    return "".join(
-        "  ".join(v.ljust(w) for v, w in zip(line, widths, strict=True)).rstrip() + "\n"
-        for line in cells
-    )
+    return fit_attestation_row(row)
 
 
 def cmd_attestations(args: argparse.Namespace) -> int:
@@ -136,6 +97,8 @@ def cmd_attestations(args: argparse.Namespace) -> int:
         if status.pending:
             title += f", {status.pending} queued"
         if args.wide:
+            from node.render.columns import wide_table
+
             print(title)
             sys.stdout.write(wide_table(rows, ATTESTATION_COLUMNS))
         else:

@@ -18,7 +18,7 @@ import pytest
 
 from node.cli import main
 from node.cli_util import EXIT_OK
-from node.commands.attest import short_validator, wide_table
+from node.render.columns import short_did_key, wide_table
 from storage.workspace import Workspace
 from tests.node.test_daemon_process import REPO, node, wait_until, write_config
 from tests.p2p.sync_helpers import make_dataset
@@ -85,7 +85,7 @@ def test_attestations_table_shortens_validator_dids_and_wide_shows_them_whole(
 
     assert main([*w, "attestations", "demo.cities"]) == EXIT_OK
     table = capsys.readouterr().out
-    assert validator not in table and short_validator(validator) in table
+    assert validator not in table and short_did_key(validator) in table
     assert "--wide" in table
 
     assert main([*w, "attestations", "demo.cities", "--wide"]) == EXIT_OK
@@ -97,9 +97,9 @@ def test_attestations_table_shortens_validator_dids_and_wide_shows_them_whole(
     assert wide[1].split() == ["seq", "block", "validator", "verdict", "detail", "engine", "time"]
 
 
-def test_short_validator_keeps_both_ends() -> None:
+def test_short_did_key_keeps_both_ends() -> None:
     did = "did:key:z6MkpTHR8VNsBxYAAWHut2Geadd9jSwuBV8xRoAnwWsdvktH"
-    assert short_validator(did) == "did:key:z6MkpTHR8V...sdvktH"
-    assert short_validator("did:key:z6Mkshort") == "did:key:z6Mkshort"
+    assert short_did_key(did) == "did:key:z6MkpTHR8V...sdvktH"
+    assert short_did_key("did:key:z6Mkshort") == "did:key:z6Mkshort"
     table = wide_table([{"a": "x", "b": None}, {"a": "longer", "b": 2}], ["a", "b"])
     assert table == "a       b\nx\nlonger  2\n"
