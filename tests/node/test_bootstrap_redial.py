@@ -1,4 +1,4 @@
-"""A node keeps its bootstrap peers connected (`node.daemon.watch.BootstrapPeers`).
+"""A node keeps its bootstrap peers connected (`node.daemon.bootstrap_peers.BootstrapPeers`).
 
 The back-off is exponential, capped and jittered; and with two real nodes on loopback,
 a node whose only peer restarts (same port, same identity) logs the loss, redials
@@ -20,8 +20,8 @@ from typing import Any, cast
 
 import pytest
 
-import node.daemon.watch as watch
-from node.daemon.watch import (
+import node.daemon.bootstrap_peers as bootstrap_peers
+from node.daemon.bootstrap_peers import (
     BOOTSTRAP_REDIAL_FIRST_S,
     BOOTSTRAP_REDIAL_MAX_S,
     BootstrapPeers,
@@ -89,9 +89,9 @@ def _messages(caplog: pytest.LogCaptureFixture) -> list[tuple[str, str, str | No
 def test_bootstrap_peers_log_once_per_change_and_retry_quietly(
     monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    monkeypatch.setattr(watch, "BOOTSTRAP_CHECK_INTERVAL_S", 0.005)
-    monkeypatch.setattr(watch, "BOOTSTRAP_REDIAL_FIRST_S", 0.01)
-    monkeypatch.setattr(watch, "BOOTSTRAP_REDIAL_MAX_S", 0.04)
+    monkeypatch.setattr(bootstrap_peers, "BOOTSTRAP_CHECK_INTERVAL_S", 0.005)
+    monkeypatch.setattr(bootstrap_peers, "BOOTSTRAP_REDIAL_FIRST_S", 0.01)
+    monkeypatch.setattr(bootstrap_peers, "BOOTSTRAP_REDIAL_MAX_S", 0.04)
     host = _Host()
     host.reachable = {"A"}
     addrs = ["/ip4/127.0.0.1/tcp/1/p2p/A", "/ip4/127.0.0.1/tcp/2/p2p/B", "/ip4/1.2.3.4/tcp/9"]
