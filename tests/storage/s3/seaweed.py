@@ -139,24 +139,28 @@ def _command(data_dir: Path, ports: dict[str, int], config: Path, bucket: str) -
     return cmd
 
 
-def _wait_ready(pid: int, port: int, log: Path) -> None:
-    import urllib.error
-    import urllib.request
+def _wait_ready(pid: int, endpoint: str, bucket: str, log: Path) -> None:
+    """Wait until the bucket answers a signed ``HEAD`` (it is created after S3 is up)."""
+    import boto3
+    from botocore.config import Config
 
+    client = boto3.client(
+        "s3",
+        endpoint_url=endpoint,
+        aws_access_key_id=ACCESS_KEY,
+        aws_secret_access_key=SECRET_KEY,
+        region_name="us-east-1",
+        config=Config(retries={"max_attempts": 1}, connect_timeout=1, read_timeout=2),
+    )
     deadline = time.monotonic() + START_TIMEOUT_S
     while time.monotonic() < deadline:
         if not _alive(pid):
             raise RuntimeError(f"weed mini exited: {log.read_text(errors='replace')[-2000:]}")
         try:
-            # An anonymous request gets 403 once the S3 gateway and its filer are up.
-            urllib.request.urlopen(f"http://127.0.0.1:{port}/{BUCKET}", timeout=1)
+            client.head_bucket(Bucket=bucket)
             return
-        except urllib.error.HTTPError as e:
-            if e.code in (403, 404):
-                return
-        except OSError:
-            pass
-        time.sleep(0.1)
+        except Exception:
+            time.sleep(0.1)
     raise TimeoutError(f"weed mini not ready after {START_TIMEOUT_S} s")
 
 
@@ -182,7 +186,7 @@ def start_seaweed(data_dir: Path, *, bucket: str = BUCKET) -> SeaweedServer:
     (data_dir / "data").mkdir(exist_ok=True)
     server = SeaweedServer(proc.pid, f"http://127.0.0.1:{ports['s3.port']}", bucket, data_dir)
     try:
-        _wait_ready(proc.pid, ports["s3.port"], log)
+        _wait_ready(proc.pid, server.endpoint, bucket, log)
     except BaseException:
         server.stop()
         raise
