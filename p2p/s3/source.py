@@ -29,7 +29,9 @@ from p2p.errors import PeerMisbehaved, PeerUnavailable, TransferError
 from p2p.sync import ObjectKind
 from storage.errors import InvalidRef, ObjectNotFound, StorageError
 from storage.object_store import MAX_BLOCK_SIZE
+from storage.s3.client import connect
 from storage.s3.layout import S3DatasetLayout
+from storage.s3.url import parse_s3_url
 
 __all__ = ["BLOCKS_PER_BATCH", "S3Source"]
 
@@ -62,6 +64,17 @@ class S3Source:
     def __init__(self, layout: S3DatasetLayout) -> None:
         self._layout = layout
 
+    @classmethod
+    def from_url(cls, url: str) -> S3Source:
+        """The dataset at ``url`` (``s3://`` or ``s3+http(s)://``; credentials from the
+        AWS environment and config files).
+
+        Raises:
+            InvalidS3Url: not an S3 dataset URL.
+        """
+        location = parse_s3_url(url)
+        return cls(S3DatasetLayout(connect(location), location))
+
     @property
     def name(self) -> str:
         """The dataset's URL."""
@@ -87,6 +100,10 @@ class S3Source:
             return await self._run("read refs/head", lambda: self._layout.refs.get_or_none("head"))
         except InvalidRef as e:
             raise PeerMisbehaved(f"{self.name}: {e}") from None
+
+    async def get_head_record(self) -> None:
+        """No signed head records in a bucket: a pull from S3 is verified, not signed."""
+        return None
 
     async def get_blocks(self, head: Multihash, stop_at: Multihash | None) -> list[bytes]:
         """Blocks from ``head`` back, newest first, at most `BLOCKS_PER_BATCH`."""

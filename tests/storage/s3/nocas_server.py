@@ -14,6 +14,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 
 class _Handler(BaseHTTPRequestHandler):
+    # HTTP/1.1: answers clients' ``Expect: 100-continue`` (boto3 sends it on PUT) at once.
+    protocol_version = "HTTP/1.1"
     objects: dict[str, bytes]
     writes: list[str]
 
@@ -56,6 +58,7 @@ class _Handler(BaseHTTPRequestHandler):
     def do_DELETE(self) -> None:
         self.objects.pop(self.path, None)
         self.send_response(204)
+        self.send_header("Content-Length", "0")
         self.end_headers()
 
 
