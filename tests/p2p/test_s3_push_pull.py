@@ -135,3 +135,62 @@ def test_push_to_a_store_without_conditional_writes_writes_nothing(
             push_to_s3(ds, loc)
         assert objects == {}
         assert all("/.odf-cas-probe-" in w for w in writes)
+
+
+def test_credentials_from_the_aws_config_files(
+    tmp_path: Path, s3_location: S3Location, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import os
+
+    creds = tmp_path / "aws-credentials"
+    creds.write_text(
+        "[odf-test]\n"
+        f"aws_access_key_id = {os.environ['AWS_ACCESS_KEY_ID']}\n"
+        f"aws_secret_access_key = {os.environ['AWS_SECRET_ACCESS_KEY']}\n"
+    )
+    monkeypatch.delenv("AWS_ACCESS_KEY_ID")
+    monkeypatch.delenv("AWS_SECRET_ACCESS_KEY")
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(creds))
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "no-config"))
+    monkeypatch.setenv("AWS_PROFILE", "odf-test")
+    ds = make_dataset(new_workspace(tmp_path / "src"), "prices", tmp_path / "files", slices=1)
+    assert push_to_s3(ds, s3_location.child("prices")).new_head == ds.head()
+
+
+def test_a_push_that_dies_before_the_head_moves_changes_nothing_visible(
+    tmp_path: Path, s3_client: S3Client, s3_location: S3Location, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from storage.s3.refs import S3RefStore
+
+    loc = s3_location.child("prices")
+    ds = make_dataset(new_workspace(tmp_path / "src"), "prices", tmp_path / "files", slices=1)
+    push_to_s3(ds, loc)
+    old_head = ds.head()
+    add_slices(ds, tmp_path / "more", 1)
+
+    def die(*_args: object) -> None:
+        raise KeyboardInterrupt  # the writer is killed between its objects and the head
+
+    monkeypatch.setattr(S3RefStore, "set_if_equals", die)
+    with pytest.raises(KeyboardInterrupt):
+        push_to_s3(ds, loc)
+    monkeypatch.undo()
+    layout = S3DatasetLayout(s3_client, loc)
+    assert layout.refs.get("head") == old_head
+    assert len(list(layout.data.iter_hashes())) == 2  # the orphan slice is there, unnamed
+    _pull(tmp_path / "dst", loc)
+    from storage.workspace import Workspace
+
+    assert Workspace.open(tmp_path / "dst").get("prices").head() == old_head
+
+
+def test_a_garbled_head_in_the_bucket_is_refused(
+    tmp_path: Path, s3_client: S3Client, s3_location: S3Location
+) -> None:
+    loc = s3_location.child("prices")
+    ds = make_dataset(new_workspace(tmp_path / "src"), "prices", tmp_path / "files", slices=1)
+    push_to_s3(ds, loc)
+    key = S3DatasetLayout(s3_client, loc).refs.key_of("head")
+    s3_client.raw.put_object(Bucket=s3_client.bucket, Key=key, Body=b"../../etc/passwd")
+    with pytest.raises(P2PError):
+        _pull(tmp_path / "dst", loc)

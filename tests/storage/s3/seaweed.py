@@ -72,7 +72,7 @@ class SeaweedServer:
         """Stop this server (its process group, by PID) and wait for it to exit."""
         with contextlib.suppress(ProcessLookupError):
             os.killpg(self.pid, signal.SIGTERM)
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + 3
         while time.monotonic() < deadline and _alive(self.pid):
             time.sleep(0.05)
         with contextlib.suppress(ProcessLookupError):
