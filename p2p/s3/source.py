@@ -15,9 +15,11 @@ boto3 is blocking: every request runs in a worker thread.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import os
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Final, TypeVar
@@ -27,7 +29,7 @@ from fbs.errors import FbsError
 from fbs.multiformats import Multihash
 from p2p.errors import PeerMisbehaved, PeerUnavailable, TransferError
 from p2p.sync import ObjectKind
-from storage.errors import InvalidRef, ObjectNotFound, StorageError
+from storage.errors import InvalidRef, ObjectNotFound, ObjectTooLarge, StorageError
 from storage.object_store import MAX_BLOCK_SIZE
 from storage.s3.client import connect
 from storage.s3.layout import S3DatasetLayout
@@ -39,6 +41,8 @@ __all__ = ["BLOCKS_PER_BATCH", "S3Source"]
 BLOCKS_PER_BATCH: Final = 256
 #: Parallel object downloads `pull_dataset` runs against this source.
 PARALLEL_OBJECTS: Final = 8
+#: Most bytes of listed blocks a clone reads ahead (see `S3Source._prefetch`).
+PREFETCH_MAX_BYTES: Final = 64 << 20
 #: Read size when streaming an object into its quarantine file.
 CHUNK: Final = 1 << 20
 
@@ -63,6 +67,8 @@ class S3Source:
 
     def __init__(self, layout: S3DatasetLayout) -> None:
         self._layout = layout
+        self._prefetched: dict[str, bytes] = {}  # block key -> bytes, not yet checked
+        self._prefetch_done = False
 
     @classmethod
     def from_url(cls, url: str) -> S3Source:
@@ -109,18 +115,51 @@ class S3Source:
         """Blocks from ``head`` back, newest first, at most `BLOCKS_PER_BATCH`."""
         return await self._run(f"read blocks of {self.name}", lambda: self._walk(head, stop_at))
 
+    def _prefetch(self) -> None:
+        """Read every block the bucket lists, in parallel, for a clone's walk.
+
+        A clone needs the whole chain, and each block names only its parent: walking
+        it one request at a time costs a round trip per block. Listing ``blocks/``
+        (1,000 names a request) and reading them on `PARALLEL_OBJECTS` threads does
+        not: the walk then takes them from memory. Nothing is trusted by this: the
+        walk hashes every block as before. Skipped for a listing over
+        `PREFETCH_MAX_BYTES` (the walk reads block by block then).
+        """
+        listed = list(self._layout.client.list_keys(self._layout.blocks.prefix + "/"))
+        if sum(stat.size for _key, stat in listed) > PREFETCH_MAX_BYTES:
+            return
+
+        def read(key: str) -> tuple[str, bytes | None]:
+            with contextlib.suppress(ObjectTooLarge):
+                got = self._layout.client.get(key, MAX_BLOCK_SIZE)
+                return key, None if got is None else got[0]
+            return key, None
+
+        with ThreadPoolExecutor(PARALLEL_OBJECTS) as pool:
+            for key, raw in pool.map(read, [key for key, _stat in listed]):
+                if raw is not None:
+                    self._prefetched[key] = raw
+
+    def _read_block(self, h: Multihash) -> bytes | None:
+        key = self._layout.blocks.key_of(h)
+        raw = self._prefetched.pop(key, None)
+        if raw is not None:
+            return raw
+        got = self._layout.client.get(key, MAX_BLOCK_SIZE)
+        return None if got is None else got[0]
+
     def _walk(self, head: Multihash, stop_at: Multihash | None) -> list[bytes]:
-        client = self._layout.client
-        blocks = self._layout.blocks
+        if stop_at is None and not self._prefetch_done:
+            self._prefetch_done = True
+            self._prefetch()
         out: list[bytes] = []
         h: Multihash | None = head
         while h is not None and h != stop_at and len(out) < BLOCKS_PER_BATCH:
-            got = client.get(blocks.key_of(h), MAX_BLOCK_SIZE)
-            if got is None:
+            raw = self._read_block(h)
+            if raw is None:
                 if out:
                     break  # the caller asks again from here
                 raise PeerUnavailable(f"{self.name}: block {h} not found")
-            raw = got[0]
             out.append(raw)
             if Multihash.sha3_256(raw) != h:
                 break  # not parsed: the caller finds the mismatch and penalises us
