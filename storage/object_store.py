@@ -6,7 +6,10 @@ derive file names from parsed `Multihash` values, never from caller strings, so 
 hostile name cannot reach the filesystem: it fails to parse first (`InvalidHash`).
 
 Both implementations satisfy the `ObjectStore` protocol and pass the same contract
-tests (``tests/storage/test_object_store.py``).
+tests (``tests/storage/test_object_store.py``). `ObjectStore`, `RangeReader` and
+`storage.refs.RefStore` are the storage seam: the S3 backend (`storage.s3`) implements
+them too, and one conformance suite (``tests/storage/s3/test_conformance.py``) runs
+over the disk and S3 backends.
 """
 
 from __future__ import annotations
@@ -207,6 +210,30 @@ class ObjectStore(Protocol):
         ...
 
 
+@runtime_checkable
+class RangeReader(Protocol):
+    """A store that reads part of an object (every backend of the storage seam).
+
+    The bytes are not verified (a part cannot be hashed alone): callers that need
+    integrity check the whole object (`ObjectStore.check`) or what they derive.
+    """
+
+    def read_range(self, h: Multihash, start: int, length: int) -> bytes:
+        """Up to ``length`` bytes of object ``h`` from offset ``start`` (fewer at its end).
+
+        Raises:
+            ObjectNotFound: if absent.
+            ValueError: a negative ``start`` or ``length``.
+        """
+        ...
+
+
+def check_range(start: int, length: int) -> None:
+    """Raises `ValueError` for a negative range start or length."""
+    if start < 0 or length < 0:
+        raise ValueError(f"invalid range: start {start}, length {length}")
+
+
 def require_object_hash(h: object) -> Multihash:
     """Check that ``h`` is a `Multihash` a store can address (SHA3-256).
 
@@ -233,18 +260,20 @@ def parse_object_name(name: str) -> Multihash | None:
     return h
 
 
-def _check_size(size: int, limit: int) -> None:
+def check_size(size: int, limit: int) -> None:
+    """Raises `ObjectTooLarge` if ``size`` exceeds ``limit``."""
     if size > limit:
         raise ObjectTooLarge(f"object of {size} bytes exceeds the limit of {limit} bytes")
 
 
-def _check_digest(expected: Multihash, digest: bytes) -> None:
+def check_digest(expected: Multihash, digest: bytes) -> None:
+    """Raises `HashMismatch` unless ``digest`` is ``expected``'s SHA3-256 digest."""
     if digest != expected.digest:
         actual = Multihash(SHA3_256, digest)
         raise HashMismatch(f"content hashes to {actual}, expected {expected}")
 
 
-def _checked_items(
+def checked_items(
     items: Iterable[tuple[Multihash, bytes | bytearray | memoryview]], limit: int
 ) -> list[tuple[Multihash, bytes]]:
     """The items of a `put_many`, each checked as `put` checks it, without repeats.
@@ -255,13 +284,13 @@ def _checked_items(
     checked: dict[Multihash, bytes] = {}
     for expected, data in items:
         require_object_hash(expected)
-        _check_size(len(data), limit)
-        _check_digest(expected, hashlib.sha3_256(data).digest())
+        check_size(len(data), limit)
+        check_digest(expected, hashlib.sha3_256(data).digest())
         checked.setdefault(expected, bytes(data))  # same hash, same bytes
     return list(checked.items())
 
 
-def _copy_hashing(src: Readable, sink: Callable[[bytes], object], limit: int) -> bytes:
+def copy_hashing(src: Readable, sink: Callable[[bytes], object], limit: int) -> bytes:
     """Copy ``src`` into ``sink`` in chunks; returns the SHA3-256 digest.
 
     Raises:
@@ -271,7 +300,7 @@ def _copy_hashing(src: Readable, sink: Callable[[bytes], object], limit: int) ->
     total = 0
     while chunk := src.read(COPY_CHUNK_SIZE):
         total += len(chunk)
-        _check_size(total, limit)
+        check_size(total, limit)
         hasher.update(chunk)
         sink(chunk)
     return hasher.digest()
@@ -329,8 +358,8 @@ class DiskObjectStore:
 
     def put(self, expected: Multihash, data: bytes | bytearray | memoryview) -> None:
         require_object_hash(expected)
-        _check_size(len(data), self._max_object_size)
-        _check_digest(expected, hashlib.sha3_256(data).digest())
+        check_size(len(data), self._max_object_size)
+        check_digest(expected, hashlib.sha3_256(data).digest())
         path = self.path_of(expected)
         if self._refresh_existing(path, len(data)):
             return
@@ -339,7 +368,7 @@ class DiskObjectStore:
 
     def put_many(self, items: Iterable[tuple[Multihash, bytes | bytearray | memoryview]]) -> None:
         missing: list[tuple[Path, bytes]] = []
-        for h, data in _checked_items(items, self._max_object_size):
+        for h, data in checked_items(items, self._max_object_size):
             path = self.path_of(h)
             if not self._refresh_existing(path, len(data)):
                 missing.append((path, data))
@@ -357,8 +386,8 @@ class DiskObjectStore:
         # Always copy into a pending file, even when the object exists: the source
         # can be read only once, and verifying it is part of the contract.
         with PendingFile(self.root, mode=OBJECT_MODE, ops=self._ops) as pending:
-            digest = _copy_hashing(src, pending.write, self._max_object_size)
-            _check_digest(expected, digest)
+            digest = copy_hashing(src, pending.write, self._max_object_size)
+            check_digest(expected, digest)
             path = self.path_of(expected)
             if self._refresh_existing(path, pending.size):
                 return  # the pending copy is removed on exit
@@ -425,14 +454,14 @@ class DiskObjectStore:
     ) -> tuple[Path, os.stat_result]:
         """``path`` and its ``lstat``, once it may be adopted as ``expected`` (see `adopt`)."""
         require_object_hash(expected)
-        _check_digest(expected, digest)
+        check_digest(expected, digest)
         path = Path(path)
         if path.parent != self.root or not is_pending_name(path.name):
             raise ValueError(f"{path} is not a quarantine file of {self.root}")
         st = os.lstat(path)
         if not stat.S_ISREG(st.st_mode):
             raise UnsafePath(f"{path} is not a regular file")
-        _check_size(st.st_size, self._max_object_size)
+        check_size(st.st_size, self._max_object_size)
         return path, st
 
     def _refresh_existing(self, path: Path, size: int) -> bool:
@@ -495,10 +524,16 @@ class DiskObjectStore:
         except FileNotFoundError:
             raise ObjectNotFound(f"no object {h}") from None
 
+    def read_range(self, h: Multihash, start: int, length: int) -> bytes:
+        check_range(start, length)
+        with self.open(h) as f:
+            f.seek(start)
+            return f.read(length)
+
     def check(self, h: Multihash) -> None:
         with self.open(h) as f:
             try:
-                digest = _copy_hashing(f, lambda _chunk: None, self._max_object_size)
+                digest = copy_hashing(f, lambda _chunk: None, self._max_object_size)
             except ObjectTooLarge:
                 raise CorruptObject(f"object {h} is larger than the store limit") from None
         if digest != h.digest:
@@ -580,13 +615,13 @@ class MemoryObjectStore:
 
     def put(self, expected: Multihash, data: bytes | bytearray | memoryview) -> None:
         require_object_hash(expected)
-        _check_size(len(data), self._max_object_size)
-        _check_digest(expected, hashlib.sha3_256(data).digest())
+        check_size(len(data), self._max_object_size)
+        check_digest(expected, hashlib.sha3_256(data).digest())
         with self._lock:
             self._objects[expected] = _MemoryEntry(bytes(data), self._clock())
 
     def put_many(self, items: Iterable[tuple[Multihash, bytes | bytearray | memoryview]]) -> None:
-        checked = _checked_items(items, self._max_object_size)
+        checked = checked_items(items, self._max_object_size)
         with self._lock:
             now = self._clock()
             for h, data in checked:
@@ -597,7 +632,7 @@ class MemoryObjectStore:
 
         def put_stream(stream: Readable) -> None:
             buf = io.BytesIO()
-            _check_digest(expected, _copy_hashing(stream, buf.write, self._max_object_size))
+            check_digest(expected, copy_hashing(stream, buf.write, self._max_object_size))
             with self._lock:
                 self._objects[expected] = _MemoryEntry(buf.getvalue(), self._clock())
 
@@ -606,7 +641,7 @@ class MemoryObjectStore:
     def adopt(self, expected: Multihash, path: Path, *, digest: bytes) -> None:
         """See `ObjectStore.adopt`: the file's bytes are read (and checked), then removed."""
         require_object_hash(expected)
-        _check_digest(expected, digest)
+        check_digest(expected, digest)
         with open(path, "rb") as f:
             self.put_file(expected, f)
         os.unlink(path)
@@ -616,7 +651,7 @@ class MemoryObjectStore:
         checked = list(items)
         for expected, _path, digest in checked:
             require_object_hash(expected)
-            _check_digest(expected, digest)
+            check_digest(expected, digest)
         for expected, path, digest in checked:
             self.adopt(expected, path, digest=digest)
 
@@ -635,6 +670,10 @@ class MemoryObjectStore:
 
     def open(self, h: Multihash) -> BinaryIO:
         return io.BytesIO(self._entry(h).data)
+
+    def read_range(self, h: Multihash, start: int, length: int) -> bytes:
+        check_range(start, length)
+        return self._entry(h).data[start : start + length]
 
     def check(self, h: Multihash) -> None:
         self.get(h)

@@ -30,7 +30,10 @@ if TYPE_CHECKING:
     from storage.workspace import Workspace
 
 #: URL schemes `odf pull` treats as remote sources.
-REMOTE_SCHEMES: tuple[str, ...] = ("http://", "https://", "odf+http://", "odf+https://")
+REMOTE_SCHEMES: tuple[str, ...] = (
+    *("http://", "https://", "odf+http://", "odf+https://"),
+    *("s3://", "s3+http://", "s3+https://"),
+)
 
 
 def is_remote(ref: str) -> bool:

@@ -104,13 +104,17 @@ def cmd_fetch(args: argparse.Namespace) -> int:
         import aiohttp
 
         from p2p.http.source import HttpSource
+        from p2p.s3.source import S3Source
         from p2p.smart_transfer.client import SmartSource, is_smart_url
         from p2p.sync import pull_dataset
+        from storage.s3.url import is_s3_url
 
         urls = [args.url, *args.sources]
         async with aiohttp.ClientSession() as session, contextlib.AsyncExitStack() as stack:
             sources = [
-                await stack.enter_async_context(SmartSource(u, session))
+                S3Source.from_url(u)
+                if is_s3_url(u)
+                else await stack.enter_async_context(SmartSource(u, session))
                 if is_smart_url(u)
                 else HttpSource(u, session)
                 for u in urls
@@ -211,6 +215,12 @@ def cmd_push(args: argparse.Namespace) -> int:
         if args.to is None:
             err(f"{args.dataset} has no push alias: give the node with --to URL")
             return EXIT_USAGE
+    from storage.s3.url import is_s3_url
+
+    if is_s3_url(args.to):
+        from node.remote.s3 import push_s3
+
+        return push_s3(ws, args)
     headers = bearer_headers(push_token(args, ws))
     from p2p.smart_transfer.client import is_smart_url
 

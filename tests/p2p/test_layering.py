@@ -14,7 +14,7 @@ from pathlib import Path
 import p2p
 
 PYPROJECT = Path(__file__).resolve().parents[2] / "pyproject.toml"
-TRANSPORTS = {"p2p.libp2p", "p2p.http", "p2p.smart_transfer"}
+TRANSPORTS = {"p2p.libp2p", "p2p.http", "p2p.smart_transfer", "p2p.s3"}
 
 
 def _core_contract() -> dict[str, list[str]]:
