@@ -5,10 +5,15 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from fbs.timestamp import Timestamp
+    from node.api import DatasetView
     from storage.workspace import Workspace
 
 # The error contract (`node.error_contract.report_error`): 1 only for bugs; every other failure is
@@ -72,3 +77,44 @@ def open_workspace(args: argparse.Namespace) -> Workspace:
 
     start = workspace_dir(args)
     return Workspace.open(start if start is not None else Path.cwd())
+
+
+def timestamp_arg(text: str) -> Timestamp:
+    """An RFC 3339 time given on the command line (an argparse ``type``)."""
+    from fbs.errors import FbsError
+    from fbs.timestamp import Timestamp
+
+    try:
+        return Timestamp.parse_rfc3339(text)
+    except FbsError as e:
+        raise argparse.ArgumentTypeError(f"not an RFC 3339 time: {text!r} ({e})") from None
+
+
+def add_output_format(
+    p: argparse.ArgumentParser, choices: Sequence[str], default: str | None
+) -> None:
+    """``--output-format`` with ``choices`` (required when there is no ``default``)."""
+    p.add_argument(
+        "--output-format",
+        choices=list(choices),
+        default=default,
+        required=default is None,
+        help="output format" + (f" (default: {default})" if default else ""),
+    )
+
+
+def dataset_view(args: argparse.Namespace) -> DatasetView:
+    """The Python API's read view of ``args.dataset`` (``odf inspect``, ``odf export``)."""
+    from node.api import DatasetView
+
+    ws = open_workspace(args)
+    return DatasetView(ws.get(args.dataset), name=args.dataset)
+
+
+def add_command(
+    sub: Any, name: str, fn: Callable[[argparse.Namespace], int], help: str
+) -> argparse.ArgumentParser:
+    """A top-level command's parser (``help`` is its description too), run by ``fn``."""
+    p: argparse.ArgumentParser = sub.add_parser(name, help=help, description=help)
+    p.set_defaults(func=fn)
+    return p

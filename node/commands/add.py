@@ -25,10 +25,10 @@ import contextlib
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from fbs.errors import InvalidName, ManifestError
-from node.cli_util import EXIT_OK, open_workspace
+from node.cli_util import EXIT_OK, add_command, open_workspace
 from node.errors import UsageError
 
 if TYPE_CHECKING:
@@ -40,7 +40,7 @@ if TYPE_CHECKING:
     from storage.catalog import DatasetEntry
     from storage.workspace import Workspace
 
-__all__ = ["add_arguments", "cmd_add"]
+__all__ = ["add_arguments", "cmd_add", "register"]
 
 #: Manifest file suffixes ``-r`` reads (kamu reads ``.yaml`` only).
 MANIFEST_SUFFIXES: Final = (".yaml", ".yml")
@@ -49,6 +49,11 @@ SNIFF_LINES: Final = 4
 STDIN_LABEL: Final = "STDIN"
 #: kamu's ``--visibility`` values (only ``public`` can be honoured here).
 VISIBILITIES: Final = ("private", "public")
+
+
+def register(sub: Any) -> None:
+    """Add ``add`` to the ``odf`` sub-parsers."""
+    add_arguments(add_command(sub, "add", cmd_add, "add datasets from DatasetSnapshot manifests"))
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

@@ -3,7 +3,7 @@
 `resolve_remote` gives `p2p.sync.pull_dataset` its sources: a URL gives one
 `p2p.http.source.HttpSource`; a peer address, or a DID resolved through the running
 node's peers (``GET /api/network/{did}``), gives `p2p.libp2p.source.Libp2pSource` s over
-a temporary libp2p host. Used by `node.commands.pull` and `node.commands.remote`; it
+a temporary libp2p host. Used by `node.usecases.pull` and `node.usecases.fetch`; it
 imports neither them nor the daemon (only its run file, `node.runfile`), and
 loads nothing beyond the standard library until called (CLI start-up).
 """
