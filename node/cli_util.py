@@ -13,7 +13,6 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from fbs.timestamp import Timestamp
-    from node.api import DatasetView
     from storage.workspace import Workspace
 
 # The error contract (`node.error_contract.report_error`): 1 only for bugs; every other failure is
@@ -101,14 +100,6 @@ def add_output_format(
         required=default is None,
         help="output format" + (f" (default: {default})" if default else ""),
     )
-
-
-def dataset_view(args: argparse.Namespace) -> DatasetView:
-    """The Python API's read view of ``args.dataset`` (``odf inspect``, ``odf export``)."""
-    from node.api import DatasetView
-
-    ws = open_workspace(args)
-    return DatasetView(ws.get(args.dataset), name=args.dataset)
 
 
 def add_command(

@@ -7,7 +7,8 @@ import sys
 from pathlib import Path
 from typing import Any, Final
 
-from node.cli_util import EXIT_OK, add_output_format, dataset_view
+from node.cli_util import EXIT_OK, add_output_format
+from node.commands import dataset_view
 from node.errors import UsageError
 from node.render.csv import write_csv, write_ndjson
 

@@ -13,25 +13,33 @@ own running node uses ``.odf/p2p/http-token`` automatically. A refused token exi
 from __future__ import annotations
 
 import argparse
-from typing import Any
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from node.cli_util import EXIT_OK, open_workspace
+from node.errors import UsageError
+from node.remote.urls import is_own_node
 
-__all__ = ["cmd_push", "register"]
+if TYPE_CHECKING:
+    from storage.workspace import Workspace
+
+__all__ = ["cmd_push", "push_token", "register"]
 
 
 def cmd_push(args: argparse.Namespace) -> int:
-    from node.usecases.push import PushOptions, push
+    from node.usecases.push import PushOptions, push, remembered_destination
 
+    ws = open_workspace(args)
+    to = args.to or remembered_destination(ws, args.dataset)
     options = PushOptions(
         dataset=args.dataset,
-        to=args.to,
+        to=to,
         remote_alias=args.remote_alias,
-        token=args.token,
-        token_file=args.token_file,
+        token=push_token(ws, to, args.token, args.token_file),
         remember_alias=not args.no_alias,
     )
-    result = push(open_workspace(args), options)
+    result = push(ws, options)
     if result.blocks_pushed == 0:
         print(f"{args.dataset}: {result.remote_url} is up to date at {result.new_head}")
     else:
@@ -41,6 +49,36 @@ def cmd_push(args: argparse.Namespace) -> int:
             f"{result.objects_skipped} already there; head {result.new_head}"
         )
     return EXIT_OK
+
+
+def push_token(
+    ws: Workspace, to: str, token: str | None = None, token_file: str | None = None
+) -> str | None:
+    """The bearer token for a push to ``to``: ``token``, the one in ``token_file``,
+    ``$ODF_NODE_TOKEN``, else the workspace's own token when ``to`` is its running node.
+
+    Raises:
+        UsageError: ``token_file`` does not exist.
+        TokenFileError: ``token_file`` is unsafe or does not hold a token.
+    """
+    from node.http.auth import TOKEN_ENV, read_token, read_token_file
+    from node.runfile import read_run_info
+
+    if token:
+        return token
+    if token_file:
+        found = read_token_file(Path(token_file))
+        if found is None:
+            raise UsageError(f"no token file at {token_file}")
+        return found
+    env = os.environ.get(TOKEN_ENV, "").strip()
+    if env:
+        return env
+    info = read_run_info(ws)
+    plain = to[4:] if to.lower().startswith("odf+") else to
+    if info is not None and is_own_node(info.http_url, plain):
+        return read_token(ws.root)
+    return None
 
 
 def register(sub: Any) -> None:

@@ -6,7 +6,8 @@ import argparse
 import sys
 from typing import TYPE_CHECKING, Any, Final
 
-from node.cli_util import EXIT_OK, add_output_format, dataset_view
+from node.cli_util import EXIT_OK, add_output_format
+from node.commands import dataset_view
 from node.errors import UsageError
 
 if TYPE_CHECKING:

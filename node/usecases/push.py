@@ -9,20 +9,18 @@ dataset's push alias, so a later push needs no destination.
 from __future__ import annotations
 
 import asyncio
-import os
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from node.errors import UsageError
-from node.remote.urls import is_own_node, smart_dataset_url
+from node.remote.urls import smart_dataset_url
 
 if TYPE_CHECKING:
     from p2p.http.source import PushResult
     from p2p.smart_transfer.client import SmartPushResult
     from storage.workspace import Workspace
 
-__all__ = ["PushOptions", "push", "push_token"]
+__all__ = ["PushOptions", "push", "remembered_destination"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,8 +31,7 @@ class PushOptions:
         dataset: the local dataset (alias or DID).
         to: the node URL (default: the dataset's push alias).
         remote_alias: the dataset's name on the node if the push creates it.
-        token / token_file: the node's bearer token, or the file holding it (else
-            ``$ODF_NODE_TOKEN``, else the workspace's own token for its own node).
+        token: the node's bearer token (none: the push is sent without one).
         remember_alias: remember ``to`` as the dataset's push alias.
     """
 
@@ -42,7 +39,6 @@ class PushOptions:
     to: str | None = None
     remote_alias: str | None = None
     token: str | None = None
-    token_file: str | None = None
     remember_alias: bool = True
 
 
@@ -54,12 +50,11 @@ def push(ws: Workspace, options: PushOptions) -> PushResult | SmartPushResult:
         P2PError / StorageError: see `p2p.http.source.push_dataset` and
             `p2p.smart_transfer.client.smart_push`.
     """
-    from node.http.auth import bearer_headers
     from p2p.http.source import Unauthorized
     from p2p.smart_transfer.client import is_smart_url
 
-    to = options.to or _remembered_destination(ws, options.dataset)
-    headers = bearer_headers(push_token(ws, to, options.token, options.token_file))
+    to = options.to or remembered_destination(ws, options.dataset)
+    headers = {"Authorization": f"Bearer {options.token}"} if options.token else {}
     # The push alias remembered is what repeats this push: for the smart protocol the
     # dataset's URL on the node (so a later push needs no --as), else the node's URL.
     destination = to
@@ -80,7 +75,12 @@ def push(ws: Workspace, options: PushOptions) -> PushResult | SmartPushResult:
     return result
 
 
-def _remembered_destination(ws: Workspace, dataset: str) -> str:
+def remembered_destination(ws: Workspace, dataset: str) -> str:
+    """Where ``dataset`` was pushed before (its push alias).
+
+    Raises:
+        UsageError: it has none.
+    """
     from node.remote.aliases import remembered_remote
 
     to = remembered_remote(ws, dataset, "push")
@@ -110,33 +110,3 @@ async def _push(
             remote_alias=options.remote_alias,
             headers=headers,
         )
-
-
-def push_token(
-    ws: Workspace, to: str, token: str | None = None, token_file: str | None = None
-) -> str | None:
-    """The bearer token for a push to ``to``: ``token``, the one in ``token_file``,
-    ``$ODF_NODE_TOKEN``, else the workspace's own token when ``to`` is its running node.
-
-    Raises:
-        UsageError: ``token_file`` does not exist.
-        TokenFileError: ``token_file`` is unsafe or does not hold a token.
-    """
-    from node.http.auth import TOKEN_ENV, read_token, read_token_file
-    from node.runfile import read_run_info
-
-    if token:
-        return token
-    if token_file:
-        found = read_token_file(Path(token_file))
-        if found is None:
-            raise UsageError(f"no token file at {token_file}")
-        return found
-    env = os.environ.get(TOKEN_ENV, "").strip()
-    if env:
-        return env
-    info = read_run_info(ws)
-    plain = to[4:] if to.lower().startswith("odf+") else to
-    if info is not None and is_own_node(info.http_url, plain):
-        return read_token(ws.root)
-    return None
