@@ -15,14 +15,14 @@ if TYPE_CHECKING:
     from fbs.timestamp import Timestamp
     from storage.workspace import Workspace
 
-# The error contract (`node.error_contract.report_error`): 1 only for bugs; every other failure is
+# The error contract (`node.error_contract`): 1 only for bugs; every other failure is
 # one ``odf: error: ...`` line and one of the codes below. A damaged workspace (object
 # or chain that no longer matches its name/metadata, lost or garbled refs/head, data
 # file no longer Parquet) is 5 with a hint to run ``odf verify``; a referenced object
 # that is gone is damage too (5); a file or dataset named on the command line that does
 # not exist is 3; OS errors (permission denied, disk full, I/O error) are 4; a service
-# the command needs that cannot be started or reached (the Spark engine) is 7, the one
-# failure that retrying later may cure; Ctrl-C exits 130 quietly.
+# the command needs that cannot be started or reached (the Spark engine, a node, a source)
+# is 7, the one failure that retrying later may cure; Ctrl-C exits 130 quietly.
 EXIT_OK = 0
 EXIT_INTERNAL = 1
 EXIT_USAGE = 2

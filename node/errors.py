@@ -16,11 +16,11 @@ Tree::
         └── EngineManagerError an engine that cannot be located, started or reused
             └── EngineSettingsError  invalid engine settings (address, idle timeout)
 
-CLI exit codes (see `node.cli`):
-    0 success, 1 internal error, 2 usage error, 3 not found, 4 invalid input
-    (malformed block/manifest/hash, refused append), 5 verification failed, 6 conflict
-    (concurrent update lost compare-and-swap), 7 unavailable (the engine cannot be started
-    or reached).
+Each class carries its failure category (``exit_category``, `fbs.errors.ExitCategory`);
+`node.error_contract.OUTCOMES` gives the category's exit code and HTTP status: 0 success,
+1 internal error, 2 usage error, 3 not found, 4 invalid input (malformed block/manifest/
+hash, refused append), 5 verification failed, 6 conflict (concurrent update lost
+compare-and-swap), 7 unavailable (the engine or a source cannot be reached).
 """
 
 from __future__ import annotations

@@ -12,8 +12,8 @@ import pytest
 
 from node.cli import main as odf
 from node.cli_util import EXIT_CONFLICT, EXIT_NOT_FOUND, EXIT_OK, EXIT_UNAVAILABLE, EXIT_USAGE
-from node.remote import resolve, urls
 from node.http.auth import TOKEN_ENV, token_path
+from node.remote import resolve, urls
 from storage.errors import DatasetNotFound
 from storage.verify import verify_integrity
 from storage.workspace import Workspace
