@@ -267,13 +267,16 @@ def _pull_network(
     Raises:
         UsageError: an unparsable reference.
         PeerUnavailable: nobody reachable serves it, or no node runs to resolve a DID.
+        StaleHead: the peers hold nothing newer than the workspace.
         P2PError: see `p2p.sync.pull_dataset`.
     """
     from node.runfile import NodeNotRunning
-    from p2p.errors import PeerUnavailable
+    from p2p.errors import PeerUnavailable, StaleHead
 
     try:
         return asyncio.run(_network(ws, ref, options, on_progress))
+    except StaleHead as e:
+        raise StaleHead(f"nothing newer to fetch: {e}") from e
     except NodeNotRunning:
         raise PeerUnavailable(
             f"{ref} is not in this workspace and no node is running to resolve "
