@@ -84,10 +84,10 @@ def run() -> None:
     """Console-script wrapper: exits with `main`'s code, skipping native teardown.
 
     Python's own exit work runs (atexit handlers, logging shutdown, flushed stdio), then
-    the process ends with ``os._exit``. This is a second guard: the abort at exit that
-    issue 13 measured (SIGABRT, "terminate called without an active exception") came from
-    an Arrow worker thread releasing a Python file object while the interpreter was
-    finalizing; its root fix is `storage.hashing.arrow_input` (Arrow reads native files).
+    the process ends with ``os._exit``. This is a second guard against an abort at exit
+    (SIGABRT, "terminate called without an active exception") that an Arrow worker thread
+    releasing a Python file object while the interpreter finalizes causes; the first is
+    `storage.hashing.arrow_input` (Arrow reads native files).
     Set ``ODF_NORMAL_EXIT=1`` to exit through a normal interpreter teardown instead: the
     CLI process test does, so that such a bug coming back is still caught.
     """
