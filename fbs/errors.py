@@ -40,6 +40,7 @@ class ExitCategory(StrEnum):
     USAGE = "usage"  # a command line or setting that cannot be acted on
     NOT_FOUND = "not-found"  # a named dataset, object, source or file does not exist
     INVALID = "invalid"  # input that is malformed or refused
+    REFUSED = "refused"  # well-formed input a rule refuses (HTTP tells it from malformed)
     VERIFICATION_FAILED = "verification-failed"  # a dataset did not verify
     DAMAGED = "damaged"  # stored bytes that no longer match what names them
     CONFLICT = "conflict"  # another writer or history got there first

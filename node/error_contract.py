@@ -57,6 +57,7 @@ OUTCOMES: Final[Mapping[ExitCategory, Outcome]] = MappingProxyType(
         ExitCategory.USAGE: Outcome(EXIT_USAGE, 400),
         ExitCategory.NOT_FOUND: Outcome(EXIT_NOT_FOUND, 404),
         ExitCategory.INVALID: Outcome(EXIT_INVALID, 400),
+        ExitCategory.REFUSED: Outcome(EXIT_INVALID, 422),
         ExitCategory.VERIFICATION_FAILED: Outcome(EXIT_VERIFY_FAILED, 422),
         ExitCategory.DAMAGED: Outcome(EXIT_VERIFY_FAILED, 500),
         ExitCategory.CONFLICT: Outcome(EXIT_CONFLICT, 409),

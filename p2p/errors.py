@@ -174,6 +174,8 @@ class InvalidAttestation(P2PError, ValueError):
 class AttestationRejected(P2PError):
     """A valid attestation refused by the store (unknown dataset, block not in the chain...)."""
 
+    exit_category = ExitCategory.REFUSED
+
 
 class UnknownAttestedDataset(AttestationRejected):
     """An attestation of a dataset not held here (yet: a replica may be on its way)."""
