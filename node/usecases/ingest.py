@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from storage.dataset import Dataset
     from storage.workspace import Workspace
 
-__all__ = ["IngestOptions", "ingest", "ingest_into", "pull_root"]
+__all__ = ["IngestOptions", "ingest", "ingest_into", "pull_root", "pull_root_into"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,7 +93,19 @@ def pull_root(
         IngestError: see `node.ingest.pipeline.pull`.
     """
     from node.ingest.memory import use_ingest_memory_pool
-    from node.ingest.pipeline import pull
 
     use_ingest_memory_pool()
-    return pull(ws.get(dataset), set_watermark=set_watermark, progress=progress)
+    return pull_root_into(ws.get(dataset), set_watermark, progress=progress)
+
+
+def pull_root_into(
+    ds: Dataset,
+    set_watermark: Timestamp | None = None,
+    *,
+    engine: PreprocessEngine | None = None,
+    progress: Progress | None = None,
+) -> IngestResult:
+    """`pull_root` of an open dataset (the Python API)."""
+    from node.ingest.pipeline import pull
+
+    return pull(ds, set_watermark=set_watermark, engine=engine, progress=progress)
