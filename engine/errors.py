@@ -15,11 +15,13 @@ Tree::
 
 from __future__ import annotations
 
-from fbs.errors import OdfError
+from fbs.errors import ExitCategory, OdfError
 
 
 class EngineError(OdfError):
     """Base class of the engine errors."""
+
+    exit_category = ExitCategory.INTERNAL
 
 
 class InvalidQuery(EngineError, ValueError):
@@ -28,6 +30,8 @@ class InvalidQuery(EngineError, ValueError):
     Attributes:
         message: the engine's explanation (Spark's message for SQL errors).
     """
+
+    exit_category = ExitCategory.INVALID
 
     def __init__(self, message: str) -> None:
         super().__init__(message)
@@ -59,6 +63,8 @@ class CheckpointError(EngineInternalError):
 class EngineUnavailable(EngineError):
     """No engine answers at the address, or the engine process died while starting."""
 
+    exit_category = ExitCategory.UNAVAILABLE
+
 
 class EngineTimeout(EngineUnavailable):
     """An engine call (or engine start-up) did not finish within its deadline."""
@@ -66,3 +72,5 @@ class EngineTimeout(EngineUnavailable):
 
 class EngineConfigError(EngineError, ValueError):
     """Invalid engine settings (master URL, port, limits)."""
+
+    exit_category = ExitCategory.USAGE

@@ -27,13 +27,36 @@ Tree::
 
 from __future__ import annotations
 
+from enum import StrEnum
+from typing import ClassVar
+
+
+class ExitCategory(StrEnum):
+    """What kind of failure an error is: the ``odf`` exit code and the HTTP status it maps
+    to (`node.error_contract`). Every error class carries one as ``exit_category``; a
+    subclass inherits its base's unless it says otherwise."""
+
+    INTERNAL = "internal"  # a bug: nothing the user did or can retry
+    USAGE = "usage"  # a command line or setting that cannot be acted on
+    NOT_FOUND = "not-found"  # a named dataset, object, source or file does not exist
+    INVALID = "invalid"  # input that is malformed or refused
+    REFUSED = "refused"  # well-formed input a rule refuses (HTTP tells it from malformed)
+    VERIFICATION_FAILED = "verification-failed"  # a dataset did not verify
+    DAMAGED = "damaged"  # stored bytes that no longer match what names them
+    CONFLICT = "conflict"  # another writer or history got there first
+    UNAVAILABLE = "unavailable"  # a service or source cannot be reached: a retry may cure
+
 
 class OdfError(Exception):
     """Base class of every error raised by odf-node."""
 
+    exit_category: ClassVar[ExitCategory] = ExitCategory.INTERNAL
+
 
 class FbsError(OdfError):
     """Base class of the metadata-model errors."""
+
+    exit_category = ExitCategory.INVALID
 
 
 class MalformedBlock(FbsError, ValueError):

@@ -5,20 +5,24 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from fbs.timestamp import Timestamp
     from storage.workspace import Workspace
 
-# The error contract (`node.error_contract.report_error`): 1 only for bugs; every other failure is
+# The error contract (`node.error_contract`): 1 only for bugs; every other failure is
 # one ``odf: error: ...`` line and one of the codes below. A damaged workspace (object
 # or chain that no longer matches its name/metadata, lost or garbled refs/head, data
 # file no longer Parquet) is 5 with a hint to run ``odf verify``; a referenced object
 # that is gone is damage too (5); a file or dataset named on the command line that does
 # not exist is 3; OS errors (permission denied, disk full, I/O error) are 4; a service
-# the command needs that cannot be started or reached (the Spark engine) is 7, the one
-# failure that retrying later may cure; Ctrl-C exits 130 quietly.
+# the command needs that cannot be started or reached (the Spark engine, a node, a source)
+# is 7, the one failure that retrying later may cure; Ctrl-C exits 130 quietly.
 EXIT_OK = 0
 EXIT_INTERNAL = 1
 EXIT_USAGE = 2
@@ -72,3 +76,36 @@ def open_workspace(args: argparse.Namespace) -> Workspace:
 
     start = workspace_dir(args)
     return Workspace.open(start if start is not None else Path.cwd())
+
+
+def timestamp_arg(text: str) -> Timestamp:
+    """An RFC 3339 time given on the command line (an argparse ``type``)."""
+    from fbs.errors import FbsError
+    from fbs.timestamp import Timestamp
+
+    try:
+        return Timestamp.parse_rfc3339(text)
+    except FbsError as e:
+        raise argparse.ArgumentTypeError(f"not an RFC 3339 time: {text!r} ({e})") from None
+
+
+def add_output_format(
+    p: argparse.ArgumentParser, choices: Sequence[str], default: str | None
+) -> None:
+    """``--output-format`` with ``choices`` (required when there is no ``default``)."""
+    p.add_argument(
+        "--output-format",
+        choices=list(choices),
+        default=default,
+        required=default is None,
+        help="output format" + (f" (default: {default})" if default else ""),
+    )
+
+
+def add_command(
+    sub: Any, name: str, fn: Callable[[argparse.Namespace], int], help: str
+) -> argparse.ArgumentParser:
+    """A top-level command's parser (``help`` is its description too), run by ``fn``."""
+    p: argparse.ArgumentParser = sub.add_parser(name, help=help, description=help)
+    p.set_defaults(func=fn)
+    return p

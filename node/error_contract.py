@@ -1,131 +1,95 @@
-"""The error contract of the ``odf`` command: a typed error becomes one ``odf: error: ...``
-line on stderr and a documented exit code; 1 is only for bugs (README, `node.errors`).
+"""The one error contract of odf-node: every error maps to one exit category
+(`fbs.errors.ExitCategory`, carried by its class as ``exit_category``), and each category
+to one ``odf`` exit code and one HTTP status (`OUTCOMES`). The CLI prints a typed error
+as one ``odf: error: ...`` line and exits with its code; the HTTP API answers with its
+status. Exit 1 (HTTP 500) is only for bugs (README, `node.errors`).
 
 Apart from `node.cli` so that a command that reports errors itself and goes on (the
-``odf sql`` shell) uses the same words and codes without importing the CLI module.
+``odf sql`` shell) and the HTTP API use the same words and codes without importing the CLI.
 """
 
 from __future__ import annotations
 
-from fbs.errors import MalformedBlock, ManifestError
+import errno as errno_mod
+from collections.abc import Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Final
+
+from fbs.errors import ExitCategory, OdfError
 from node.cli_util import (
+    EXIT_CONFLICT,
     EXIT_INTERNAL,
     EXIT_INVALID,
     EXIT_NOT_FOUND,
+    EXIT_UNAVAILABLE,
     EXIT_USAGE,
     EXIT_VERIFY_FAILED,
     err,
 )
-from node.errors import (
-    DependencyCycle,
-    IncompatibleSchema,
-    InputHistoryDiverged,
-    InputNotReady,
-    NotDerivative,
-    UsageError,
-    VerificationFailed,
+
+__all__ = [
+    "OUTCOMES",
+    "VERIFY_HINT",
+    "Outcome",
+    "category_of",
+    "exit_code_for",
+    "http_status_for",
+    "is_stored_damage",
+    "report_error",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """What a category of failure becomes: the process exit code and the HTTP status."""
+
+    exit_code: int
+    http_status: int
+
+
+#: The one table from failure category to exit code and HTTP status. A damaged store is
+#: 5 like a failed verification (the user runs ``odf verify``); over HTTP it is the
+#: server's fault (500), not the client's.
+OUTCOMES: Final[Mapping[ExitCategory, Outcome]] = MappingProxyType(
+    {
+        ExitCategory.INTERNAL: Outcome(EXIT_INTERNAL, 500),
+        ExitCategory.USAGE: Outcome(EXIT_USAGE, 400),
+        ExitCategory.NOT_FOUND: Outcome(EXIT_NOT_FOUND, 404),
+        ExitCategory.INVALID: Outcome(EXIT_INVALID, 400),
+        ExitCategory.REFUSED: Outcome(EXIT_INVALID, 422),
+        ExitCategory.VERIFICATION_FAILED: Outcome(EXIT_VERIFY_FAILED, 422),
+        ExitCategory.DAMAGED: Outcome(EXIT_VERIFY_FAILED, 500),
+        ExitCategory.CONFLICT: Outcome(EXIT_CONFLICT, 409),
+        ExitCategory.UNAVAILABLE: Outcome(EXIT_UNAVAILABLE, 503),
+    }
 )
 
-__all__ = ["VERIFY_HINT", "exit_code_for", "is_stored_damage", "report_error"]
+
+def category_of(error: BaseException) -> ExitCategory:
+    """The failure category of ``error``: its class's ``exit_category`` for odf-node errors;
+    for OS errors (permission denied, disk full, I/O error) the command cannot act on what
+    it was given (a missing file is not found, a directory where a file was wanted is a
+    usage error); anything else is a bug."""
+    if isinstance(error, OdfError):
+        return error.exit_category
+    if isinstance(error, FileNotFoundError):
+        return ExitCategory.NOT_FOUND
+    if isinstance(error, IsADirectoryError):
+        return ExitCategory.USAGE
+    if isinstance(error, OSError):
+        return ExitCategory.INVALID
+    return ExitCategory.INTERNAL
 
 
 def exit_code_for(error: BaseException) -> int:
     """The process exit code for an error raised by a command."""
-    # Imported here, not at module level: only a failing command needs them, and
-    # p2p.errors pulls in fbs.did (hashing, multiformats) at every start otherwise.
-    from engine.errors import EngineConfigError, EngineUnavailable, InvalidQuery
-    from fbs.errors import FbsError, InvalidDid, InvalidMultiformat
-    from node.cli_util import EXIT_CONFLICT, EXIT_UNAVAILABLE
-    from node.errors import DatasetInUse, EngineManagerError, EngineSettingsError
-    from node.ingest.errors import IngestError, SourceNotFound, SourceUnreachable
-    from node.runfile import NodeAlreadyRunning, NodeNotRunning
-    from p2p.errors import (
-        AttestationRejected,
-        DuplicateAttestation,
-        Equivocation,
-        InvalidAttestation,
-        InvalidHeadRecord,
-        NotDescendant,
-        P2PError,
-        PeerUnavailable,
-        StaleHead,
-        TransferError,
-    )
-    from storage.errors import (
-        ChainError,
-        DatasetExists,
-        DatasetNotFound,
-        HashMismatch,
-        InvalidAlias,
-        ObjectNotFound,
-        RefCASFailed,
-        RefLockTimeout,
-        RefNotFound,
-        StorageError,
-        WorkspaceNotFound,
-    )
+    return OUTCOMES[category_of(error)].exit_code
 
-    if isinstance(error, VerificationFailed) or is_stored_damage(error):
-        return EXIT_VERIFY_FAILED
-    if isinstance(error, UsageError | InvalidAlias | EngineConfigError | EngineSettingsError):
-        return EXIT_USAGE
-    if isinstance(error, EngineUnavailable | EngineManagerError | NodeNotRunning):
-        # The engine (or the running node) cannot be started or reached: not a bug, and
-        # not the input's fault.
-        return EXIT_UNAVAILABLE
-    if isinstance(
-        error,
-        DatasetNotFound
-        | ObjectNotFound
-        | RefNotFound
-        | WorkspaceNotFound
-        | FileNotFoundError
-        | SourceNotFound
-        | SourceUnreachable,
-    ):
-        return EXIT_NOT_FOUND
-    if isinstance(
-        error,
-        RefCASFailed
-        | DatasetExists
-        | NotDescendant
-        | Equivocation
-        | StaleHead
-        | DuplicateAttestation
-        | RefLockTimeout
-        | InputHistoryDiverged
-        | DatasetInUse
-        | NodeAlreadyRunning,
-    ):
-        return EXIT_CONFLICT
-    if isinstance(error, InputNotReady):
-        return EXIT_NOT_FOUND
-    if isinstance(error, PeerUnavailable | TransferError):
-        return EXIT_NOT_FOUND
-    if isinstance(error, InvalidHeadRecord | InvalidAttestation | AttestationRejected | P2PError):
-        return EXIT_INVALID
-    if isinstance(
-        error,
-        MalformedBlock
-        | ManifestError
-        | InvalidMultiformat
-        | InvalidDid
-        | ChainError
-        | HashMismatch
-        | FbsError
-        | InvalidQuery
-        | IngestError
-        | NotDerivative
-        | IncompatibleSchema
-        | DependencyCycle,
-    ):
-        return EXIT_INVALID
-    if isinstance(error, StorageError | OSError):
-        # Any other storage refusal (bad commit arguments, oversized object, unusable
-        # key or workspace) and environment failures (permission denied, disk full,
-        # I/O error): the command cannot act on what it was given. Not a bug.
-        return EXIT_INVALID
-    return EXIT_INTERNAL
+
+def http_status_for(error: BaseException) -> int:
+    """The HTTP status for an error raised by a request handler."""
+    return OUTCOMES[category_of(error)].http_status
 
 
 def is_stored_damage(error: BaseException) -> bool:
@@ -134,23 +98,11 @@ def is_stored_damage(error: BaseException) -> bool:
     A stored object whose bytes no longer match its name or its block, an object the chain
     references that is gone (a block, slice or checkpoint), a data file that is no longer
     Parquet, a chain that does not decode or link, a missing or garbled ``refs/head``, a
-    symlink planted in a store. Errors about files the user passes on
-    the command line (``odf hash``, ``odf block``) are the user's input instead (4):
-    `main` re-classifies those.
+    symlink planted in a store. Errors about files the user passes on the command line
+    (``odf hash``, ``odf block``) are the user's input instead (4): `report_error`
+    re-classifies those.
     """
-    from storage.errors import (
-        CorruptChain,
-        CorruptObject,
-        InvalidDataFile,
-        InvalidRef,
-        MissingObject,
-        UnsafePath,
-    )
-
-    return isinstance(
-        error,
-        CorruptObject | CorruptChain | MissingObject | InvalidRef | InvalidDataFile | UnsafePath,
-    )
+    return category_of(error) is ExitCategory.DAMAGED
 
 
 #: Commands whose file arguments are user files, not workspace objects.
@@ -183,24 +135,19 @@ def report_error(error: BaseException, command: str | None) -> int:
 
 def _report_os_error(error: OSError) -> int:
     """One line for an OS error that escaped a command (never a traceback)."""
-    import errno as errno_mod
-
     what = f"{error.filename}: " if error.filename is not None else ""
-    reason = error.strerror or str(error) or type(error).__name__
+    err(f"{what}{_os_reason(error)}")
+    return exit_code_for(error)
+
+
+def _os_reason(error: OSError) -> str:
+    """The words for an OS error: the common ones said plainly, others as the OS says."""
     if isinstance(error, FileNotFoundError):
-        err(f"{what}no such file")
-        return EXIT_NOT_FOUND
+        return "no such file"
     if isinstance(error, IsADirectoryError):
-        err(f"{what}is a directory")
-        return EXIT_USAGE
+        return "is a directory"
     if isinstance(error, PermissionError):
-        err(f"{what}permission denied")
-        return EXIT_INVALID
+        return "permission denied"
     if error.errno in (errno_mod.ENOSPC, errno_mod.EDQUOT):
-        err(f"{what}no space left on device")
-        return EXIT_INVALID
-    err(f"{what}{reason}")
-    return EXIT_INVALID
-
-
-# -- commands ---------------------------------------------------------------------------
+        return "no space left on device"
+    return error.strerror or str(error) or type(error).__name__

@@ -16,26 +16,30 @@ Tree::
         └── EngineManagerError an engine that cannot be located, started or reused
             └── EngineSettingsError  invalid engine settings (address, idle timeout)
 
-CLI exit codes (see `node.cli`):
-    0 success, 1 internal error, 2 usage error, 3 not found, 4 invalid input
-    (malformed block/manifest/hash, refused append), 5 verification failed, 6 conflict
-    (concurrent update lost compare-and-swap), 7 unavailable (the engine cannot be started
-    or reached).
+Each class carries its failure category (``exit_category``, `fbs.errors.ExitCategory`);
+`node.error_contract.OUTCOMES` gives the category's exit code and HTTP status: 0 success,
+1 internal error, 2 usage error, 3 not found, 4 invalid input (malformed block/manifest/
+hash, refused append), 5 verification failed, 6 conflict (concurrent update lost
+compare-and-swap), 7 unavailable (the engine or a source cannot be reached).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from fbs.errors import OdfError
+from fbs.errors import ExitCategory, OdfError
 
 
 class NodeError(OdfError):
     """Base class of coordinator/CLI errors."""
 
+    exit_category = ExitCategory.INTERNAL
+
 
 class UsageError(NodeError, ValueError):
     """A command or argument that cannot be acted on."""
+
+    exit_category = ExitCategory.USAGE
 
 
 class AmbiguousRemote(UsageError):
@@ -45,6 +49,8 @@ class AmbiguousRemote(UsageError):
 class VerificationFailed(NodeError):
     """A dataset did not verify; `report` holds the structured findings."""
 
+    exit_category = ExitCategory.VERIFICATION_FAILED
+
     def __init__(self, message: str, report: Any = None) -> None:
         super().__init__(message)
         self.report = report
@@ -52,6 +58,8 @@ class VerificationFailed(NodeError):
 
 class TransformError(NodeError):
     """A derivative dataset cannot be brought up to date (nothing was committed)."""
+
+    exit_category = ExitCategory.INVALID
 
 
 class NotDerivative(TransformError):
@@ -61,9 +69,13 @@ class NotDerivative(TransformError):
 class InputNotReady(TransformError):
     """A transform input is not in the workspace or has no data schema yet."""
 
+    exit_category = ExitCategory.NOT_FOUND
+
 
 class InputHistoryDiverged(TransformError):
     """A block the derivative already consumed is no longer in its input's chain."""
+
+    exit_category = ExitCategory.CONFLICT
 
 
 class IncompatibleSchema(TransformError):
@@ -78,11 +90,17 @@ class DatasetInUse(NodeError):
     """A dataset another dataset's transform takes as an input: deleting it would leave that
     transform with an input that is gone."""
 
+    exit_category = ExitCategory.CONFLICT
+
 
 class EngineManagerError(NodeError):
     """An engine that cannot be located, started or reused (see `node.engine_manager`)."""
+
+    exit_category = ExitCategory.UNAVAILABLE
 
 
 class EngineSettingsError(EngineManagerError, ValueError):
     """Invalid engine settings in the environment or the workspace config (a usage error,
     not an engine that is unavailable)."""
+
+    exit_category = ExitCategory.USAGE

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
+from fbs.errors import ExitCategory
 from node.errors import NodeError
 from storage.errors import StorageError
 from storage.fsutil import atomic_write_bytes, ensure_dir, read_bytes_limited
@@ -48,9 +49,13 @@ MAX_RUN_FILE_BYTES: Final = 64 * 1024
 class NodeAlreadyRunning(NodeError):
     """Another node process serves this workspace (its run lock is held)."""
 
+    exit_category = ExitCategory.CONFLICT
+
 
 class NodeNotRunning(NodeError):
     """No node process serves this workspace."""
+
+    exit_category = ExitCategory.UNAVAILABLE
 
 
 @dataclass(frozen=True, slots=True)

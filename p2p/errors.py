@@ -30,7 +30,7 @@ from __future__ import annotations
 from typing import Protocol
 
 from fbs.did import DatasetId
-from fbs.errors import OdfError
+from fbs.errors import ExitCategory, OdfError
 from fbs.multiformats import Multihash
 
 
@@ -53,6 +53,8 @@ class SignedHead(Protocol):
 class P2PError(OdfError):
     """Base class of the p2p errors."""
 
+    exit_category = ExitCategory.INVALID
+
 
 class InvalidHeadRecord(P2PError, ValueError):
     """A head record that is malformed, too large, or whose signature does not verify."""
@@ -70,6 +72,8 @@ class InvalidGossip(P2PError):
 class StaleHead(P2PError):
     """A head record whose sequence number is not higher than the one already held."""
 
+    exit_category = ExitCategory.CONFLICT
+
 
 class Equivocation(P2PError):
     """Two different heads signed by the dataset key for the same sequence number.
@@ -78,6 +82,8 @@ class Equivocation(P2PError):
         held: the record held before.
         offered: the conflicting record just received.
     """
+
+    exit_category = ExitCategory.CONFLICT
 
     def __init__(self, message: str, held: SignedHead, offered: SignedHead) -> None:
         super().__init__(message)
@@ -88,10 +94,14 @@ class Equivocation(P2PError):
 class NotDescendant(P2PError):
     """A new head whose chain does not descend from the head held locally."""
 
+    exit_category = ExitCategory.CONFLICT
+
 
 class NameConflict(P2PError):
     """A push the node refused because a name or dataset there collides with it (the
     dataset held under another name, the name taken by another dataset)."""
+
+    exit_category = ExitCategory.CONFLICT
 
 
 class PeerMisbehaved(P2PError):
@@ -100,6 +110,8 @@ class PeerMisbehaved(P2PError):
 
 class TransferError(P2PError):
     """A transfer that could not complete (connection lost, bad status, ...)."""
+
+    exit_category = ExitCategory.NOT_FOUND
 
 
 class FrameTooLarge(TransferError):
@@ -114,9 +126,13 @@ class SourceUnreachable(TransferError):
     """No connection to a source could be made (refused, no route, unknown host): a later
     retry may succeed, unlike a source that answers that it has no such dataset."""
 
+    exit_category = ExitCategory.UNAVAILABLE
+
 
 class PeerUnavailable(P2PError):
     """No peer (left) that can serve the requested object or dataset."""
+
+    exit_category = ExitCategory.NOT_FOUND
 
 
 class RemoteError(TransferError):
@@ -158,6 +174,8 @@ class InvalidAttestation(P2PError, ValueError):
 class AttestationRejected(P2PError):
     """A valid attestation refused by the store (unknown dataset, block not in the chain...)."""
 
+    exit_category = ExitCategory.REFUSED
+
 
 class UnknownAttestedDataset(AttestationRejected):
     """An attestation of a dataset not held here (yet: a replica may be on its way)."""
@@ -165,6 +183,8 @@ class UnknownAttestedDataset(AttestationRejected):
 
 class DuplicateAttestation(AttestationRejected):
     """An attestation already held: a replay, or the same verdict on the same block re-signed."""
+
+    exit_category = ExitCategory.CONFLICT
 
 
 def first_error(group: BaseExceptionGroup[BaseException]) -> BaseException:

@@ -34,15 +34,19 @@ Tree::
 
 from __future__ import annotations
 
-from fbs.errors import OdfError
+from fbs.errors import ExitCategory, OdfError
 
 
 class StorageError(OdfError):
     """Base class of storage errors."""
 
+    exit_category = ExitCategory.INVALID
+
 
 class ObjectNotFound(StorageError, KeyError):
     """No object stored under the given hash."""
+
+    exit_category = ExitCategory.NOT_FOUND
 
     def __str__(self) -> str:  # KeyError quotes its message; we do not want that
         return str(self.args[0]) if self.args else "object not found"
@@ -53,6 +57,8 @@ class MissingObject(ObjectNotFound):
     slice or a checkpoint) that is gone from its store: the workspace is damaged, unlike
     a hash the caller asked for that was never stored (plain `ObjectNotFound`)."""
 
+    exit_category = ExitCategory.DAMAGED
+
 
 class HashMismatch(StorageError, ValueError):
     """Bytes whose hash differs from the expected one."""
@@ -60,6 +66,8 @@ class HashMismatch(StorageError, ValueError):
 
 class InvalidDataFile(StorageError, ValueError):
     """A data file that cannot be read as Parquet (needed for its logical hash)."""
+
+    exit_category = ExitCategory.DAMAGED
 
 
 class ObjectTooLarge(StorageError, ValueError):
@@ -73,6 +81,8 @@ class RefError(StorageError):
 class RefNotFound(RefError, KeyError):
     """The ref does not exist."""
 
+    exit_category = ExitCategory.NOT_FOUND
+
     def __str__(self) -> str:
         return str(self.args[0]) if self.args else "ref not found"
 
@@ -80,9 +90,13 @@ class RefNotFound(RefError, KeyError):
 class RefCASFailed(RefError):
     """Compare-and-swap failed: the ref did not hold the expected value."""
 
+    exit_category = ExitCategory.CONFLICT
+
 
 class InvalidRef(RefError, ValueError):
     """A ref file whose content is not a valid hash."""
+
+    exit_category = ExitCategory.DAMAGED
 
 
 class ChainError(StorageError):
@@ -96,6 +110,8 @@ class InvalidAppend(ChainError, ValueError):
 class CorruptChain(ChainError):
     """A stored chain that is inconsistent (found by verify/fsck)."""
 
+    exit_category = ExitCategory.DAMAGED
+
 
 class DatasetError(StorageError):
     """Base class of dataset-level errors."""
@@ -104,6 +120,8 @@ class DatasetError(StorageError):
 class DatasetNotFound(DatasetError, KeyError):
     """No dataset with that id or alias."""
 
+    exit_category = ExitCategory.NOT_FOUND
+
     def __str__(self) -> str:
         return str(self.args[0]) if self.args else "dataset not found"
 
@@ -111,9 +129,13 @@ class DatasetNotFound(DatasetError, KeyError):
 class DatasetExists(DatasetError):
     """A dataset with that id or alias already exists."""
 
+    exit_category = ExitCategory.CONFLICT
+
 
 class InvalidAlias(DatasetError, ValueError):
     """Not a valid dataset alias (hostname-like segments)."""
+
+    exit_category = ExitCategory.USAGE
 
 
 class InvalidDatasetConfig(DatasetError, ValueError):
@@ -127,6 +149,8 @@ class WorkspaceError(StorageError):
 class WorkspaceNotFound(WorkspaceError):
     """No `.odf/` workspace found."""
 
+    exit_category = ExitCategory.NOT_FOUND
+
 
 class KeyStoreError(StorageError):
     """A missing or unsafe private key."""
@@ -135,9 +159,13 @@ class KeyStoreError(StorageError):
 class CorruptObject(HashMismatch):
     """A stored object whose bytes do not hash to the name it is stored under."""
 
+    exit_category = ExitCategory.DAMAGED
+
 
 class UnsafePath(StorageError):
     """A store entry that is a symlink or not a regular file; it is never followed."""
+
+    exit_category = ExitCategory.DAMAGED
 
 
 class InvalidRefName(RefError, ValueError):
@@ -146,6 +174,8 @@ class InvalidRefName(RefError, ValueError):
 
 class RefLockTimeout(RefError):
     """The lock guarding a ref could not be acquired within the timeout."""
+
+    exit_category = ExitCategory.CONFLICT
 
 
 class ChainRuleViolation(InvalidAppend):

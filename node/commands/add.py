@@ -21,26 +21,20 @@
 from __future__ import annotations
 
 import argparse
-import contextlib
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from fbs.errors import InvalidName, ManifestError
-from node.cli_util import EXIT_OK, open_workspace
+from node.cli_util import EXIT_OK, add_command, open_workspace
 from node.errors import UsageError
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
-
-    from fbs.did import AccountName, DatasetId
-    from fbs.model import DatasetSnapshot
+    from fbs.did import AccountName
     from node.add_batch import BatchItem
-    from storage.catalog import DatasetEntry
-    from storage.workspace import Workspace
 
-__all__ = ["add_arguments", "cmd_add"]
+__all__ = ["add_arguments", "cmd_add", "register"]
 
 #: Manifest file suffixes ``-r`` reads (kamu reads ``.yaml`` only).
 MANIFEST_SUFFIXES: Final = (".yaml", ".yml")
@@ -49,6 +43,11 @@ SNIFF_LINES: Final = 4
 STDIN_LABEL: Final = "STDIN"
 #: kamu's ``--visibility`` values (only ``public`` can be honoured here).
 VISIBILITIES: Final = ("private", "public")
+
+
+def register(sub: Any) -> None:
+    """Add ``add`` to the ``odf`` sub-parsers."""
+    add_arguments(add_command(sub, "add", cmd_add, "add datasets from DatasetSnapshot manifests"))
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -100,7 +99,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def cmd_add(args: argparse.Namespace) -> int:
     """Run ``odf add`` (see the module docstring)."""
-    from node.add_batch import first_of_each_name, order_batch
+    from node.usecases.add import AddOptions, add_planned, plan_add
 
     _visibility(getattr(args, "visibility", None))
     account = _account(args.account)
@@ -108,34 +107,22 @@ def cmd_add(args: argparse.Namespace) -> int:
     items = _load(_sources(args), account)
     if args.name is not None:
         items = _renamed(items, args.name, account, recursive=args.recursive)
-    kept, repeated = first_of_each_name(items)
-    for item, first in repeated:
-        _skipped(item, f"the same name comes first in {first.source}")
-    existing = _existing(ws, kept)
-    replace = getattr(args, "replace", False)
-    if not replace:
-        for item, _entry in existing:
-            _skipped(item, "already exists (--replace replaces it)")
-        present = {id(item) for item, _entry in existing}
-        kept = tuple(item for item in kept if id(item) not in present)
-    items = list(order_batch(kept))
-    snapshots = _checked(items, getattr(args, "engine", None))
-    from storage.errors import DatasetNotFound
-
-    try:
-        if replace and existing:
-            _replace(ws, items, [entry for _item, entry in existing], yes=args.yes)
-        added = ws.add_snapshots(snapshots)
-    except DatasetNotFound as e:
-        # Only a transform input is looked up here: a manifest naming a dataset that is
-        # not in the workspace is invalid input (4), refused before anything is stored.
-        raise ManifestError(f"{_needing(items, str(e))}: {e}") from None
-    for snap, ds in zip(snapshots, added, strict=True):
+    options = AddOptions(
+        replace=getattr(args, "replace", False), engine=getattr(args, "engine", None)
+    )
+    plan = plan_add(ws, items, options, on_skip=_skipped)
+    if plan.replaced and not args.yes and sys.stdin.isatty():
+        names = ", ".join(entry.alias for entry in plan.replaced)
+        answer = input(f"Replace (delete and add again) {names}? [y/N] ")
+        if answer.strip().lower() not in ("y", "yes"):
+            raise UsageError("aborted: nothing was replaced")
+    added = add_planned(ws, plan, on_deleted=lambda e: print(f"Deleted {e.alias} ({e.id})"))
+    for snap, ds in zip(plan.snapshots, added, strict=True):
         print(f"Added {snap.name} ({ds.id}) head {ds.head()}")
     return EXIT_OK
 
 
-# -- kamu's batch conventions: skipped names, --replace, --visibility ---------------------
+# -- kamu's batch conventions: skipped names, --visibility ---------------------------------
 
 
 def _visibility(value: str | None) -> None:
@@ -150,105 +137,6 @@ def _visibility(value: str | None) -> None:
 
 def _skipped(item: BatchItem, why: str) -> None:
     sys.stderr.write(f"odf: warning: {item.source}: skipped {item.snapshot.name}: {why}\n")
-
-
-def _existing(ws: Workspace, items: Sequence[BatchItem]) -> list[tuple[BatchItem, DatasetEntry]]:
-    """The items whose name a dataset of the workspace already has, with that dataset."""
-    from fbs.did import DatasetAlias
-    from node.add_batch import alias_key
-
-    # One listing, read only (a missed `resolve` would rewrite the alias index, and a
-    # refused batch must leave the workspace as it was).
-    held: dict[str, DatasetEntry] = {}
-    for entry in ws.list():
-        with contextlib.suppress(InvalidName):
-            held[alias_key(DatasetAlias.parse(entry.alias))] = entry
-    out = []
-    for item in items:
-        found = held.get(alias_key(DatasetAlias.parse(item.snapshot.name)))
-        if found is not None:
-            out.append((item, found))
-    return out
-
-
-def _replace(
-    ws: Workspace, items: list[BatchItem], replaced: list[DatasetEntry], *, yes: bool
-) -> None:
-    """Delete the datasets the batch replaces, once nothing else could refuse it.
-
-    Raises:
-        DatasetExists: a dataset outside the batch takes one of them as an input
-            (deleting it would leave that one dangling, as kamu refuses too).
-        DatasetNotFound: a transform input of the batch that will not resolve.
-        UsageError: the user did not confirm.
-    """
-    from node.dependents import uses_from_outside
-    from storage.errors import DatasetExists
-
-    gone = {entry.id for entry in replaced}
-    uses = uses_from_outside(ws, gone)
-    if uses:
-        use = uses[0]
-        used = next(r for r in replaced if r.id == use.used)
-        raise DatasetExists(
-            f"cannot replace {used.alias}: {use.consumer.alias} takes it as an input "
-            "(replace both in one batch, or delete the dependent dataset first)"
-        )
-    _check_inputs(ws, items, gone)
-    names = ", ".join(entry.alias for entry in replaced)
-    if not yes and sys.stdin.isatty():
-        answer = input(f"Replace (delete and add again) {names}? [y/N] ")
-        if answer.strip().lower() not in ("y", "yes"):
-            raise UsageError("aborted: nothing was replaced")
-    for entry in replaced:
-        ws.delete(entry.id)
-        print(f"Deleted {entry.alias} ({entry.id})")
-
-
-def _check_inputs(ws: Workspace, items: list[BatchItem], gone: set[DatasetId]) -> None:
-    """Every transform input resolves after the replaced datasets are deleted.
-
-    Raises:
-        DatasetNotFound: an input that names nothing, or a replaced dataset by its DID
-            (the new dataset gets a new DID).
-    """
-    from fbs.did import DatasetAlias
-    from fbs.manifest.refs import parse_local_ref
-    from fbs.model import SetTransform
-    from node.add_batch import alias_key, batch_keys
-    from storage.errors import DatasetNotFound
-
-    added = batch_keys(items)
-    for item in items:
-        for event in item.snapshot.metadata:
-            for i in event.inputs if isinstance(event, SetTransform) else ():
-                ref = parse_local_ref(i.dataset_ref)
-                if isinstance(ref, DatasetAlias) and alias_key(ref) in added:
-                    continue
-                try:
-                    entry = ws.resolve(i.dataset_ref)
-                except DatasetNotFound as e:
-                    raise DatasetNotFound(
-                        f"unknown transform input {i.dataset_ref!r}: {e}"
-                    ) from None
-                if entry.id in gone:
-                    raise DatasetNotFound(
-                        f"unknown transform input {i.dataset_ref!r}: it names a dataset "
-                        "this batch replaces by its DID (a replaced dataset gets a new DID)"
-                    )
-
-
-def _needing(items: list[BatchItem], message: str) -> str:
-    """The source of the (first) manifest whose input the workspace refused."""
-    from fbs.model import SetTransform
-
-    for item in items:
-        for event in item.snapshot.metadata:
-            if isinstance(event, SetTransform) and any(
-                repr(i.dataset_ref) in message for i in event.inputs
-            ):
-                return f"{item.source}: {item.snapshot.name}"
-    return items[0].source if len(items) == 1 else "manifest"
 
 
 # -- arguments --------------------------------------------------------------------------
@@ -368,32 +256,3 @@ def _renamed(
     except ManifestError as e:
         raise ManifestError(f"--name: {e}") from None
     return [replace(item, snapshot=snapshot)]
-
-
-def _checked(items: list[BatchItem], engine: str | None) -> list[DatasetSnapshot]:
-    """Engine choice, then the checks that refuse what would only fail later."""
-    from fbs.manifest.validate import validate_snapshot
-    from node.transform import (
-        check_streaming,
-        foreign_engines,
-        pin_engine_version,
-        retarget_engine,
-    )
-
-    out = []
-    for item in items:
-        snap = item.snapshot if engine is None else retarget_engine(item.snapshot, engine)
-        foreign = foreign_engines(snap)
-        if foreign:
-            raise ManifestError(
-                f"{item.source}: {snap.name}: transform engine {foreign[0]!r} is not "
-                "available (this node runs spark); add it with --engine spark to run it on Spark"
-            )
-        check_streaming(snap)
-        try:  # complete validation: nothing is stored for a manifest that would fail later
-            validate_snapshot(snap)
-        except ManifestError as e:
-            raise ManifestError(f"{item.source}: {e}") from None
-        # Derivative datasets record the engine identity their transform was written for.
-        out.append(pin_engine_version(snap))
-    return out

@@ -51,7 +51,10 @@ from aiohttp import web
 from fbs.did import DatasetId
 from fbs.errors import FbsError
 from fbs.keys import KeyPair
+from node.error_contract import http_status_for
 from node.http.auth import AccessPolicy, load_or_create_token
+from node.ingest.errors import IngestError
+from node.usecases.ingest import IngestOptions, ingest_into
 from node.web import mount as mount_web_ui
 from p2p.errors import P2PError
 from p2p.head_store import HeadStore
@@ -235,8 +238,7 @@ async def ingest(request: web.Request) -> web.StreamResponse:
         # A replica must not grow its own history: only the owner's node ingests.
         return error_response(403, "this node does not own the dataset")
     try:
-        from node.ingest.errors import IngestError, SourceNotFound
-        from node.ingest.pipeline import ingest as run_ingest
+        import node.ingest.pipeline  # noqa: F401  (its optional dependencies)
     except ImportError:
         return error_response(501, "push ingest is not available on this node")
     length = request.content_length
@@ -256,21 +258,13 @@ async def ingest(request: web.Request) -> web.StreamResponse:
                         413, f"ingest body larger than {cfg.max_ingest_body_bytes}"
                     )
                 f.write(chunk)
+        options = IngestOptions(source_name=source_name, input_format=input_format)
         try:
-            result = await asyncio.to_thread(
-                run_ingest,
-                ds,
-                [path],
-                source_name=source_name,
-                input_format=input_format,
-                workdir=Path(tmp),
-            )
-        except SourceNotFound as e:
-            return error_response(404, _about_body(e, path))
-        except IngestError as e:
-            return error_response(400, _about_body(e, path))
+            result = await asyncio.to_thread(ingest_into, ds, [path], options, workdir=Path(tmp))
         except RefCASFailed as e:
-            return error_response(409, f"head moved: {e}")
+            return error_response(http_status_for(e), f"head moved: {e}")
+        except IngestError as e:
+            return error_response(http_status_for(e), _about_body(e, path))
     return web.json_response(
         {
             "oldHead": result.old_head.to_multibase() if result.old_head else None,

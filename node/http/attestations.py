@@ -36,6 +36,7 @@ from aiohttp import web
 from fbs.did import DatasetAlias, DatasetId
 from fbs.errors import FbsError, InvalidName
 from fbs.multiformats import SHA3_256, parse_hash
+from node.error_contract import http_status_for
 from p2p.attestation import MAX_ATTESTATION_BYTES, Attestation
 from p2p.attestation_store import AcceptResult, AcceptStatus, AttestationStore
 from p2p.errors import AttestationRejected, DuplicateAttestation, InvalidAttestation
@@ -142,12 +143,8 @@ async def post_attestations(request: web.Request) -> web.StreamResponse:
         try:
             att = Attestation.from_json(body)
             result = await asyncio.to_thread(_accept_one, store, did, att)
-        except InvalidAttestation as e:
-            return _error(400, str(e))
-        except DuplicateAttestation as e:
-            return _error(409, str(e))
-        except AttestationRejected as e:
-            return _error(422, str(e))
+        except (InvalidAttestation, AttestationRejected) as e:
+            return _error(http_status_for(e), str(e))
         if callable(hook):
             await hook(result)
         code = 201 if result.status is AcceptStatus.ACCEPTED else 202

@@ -40,6 +40,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
+from fbs.errors import ExitCategory
 from node.errors import NodeError
 from storage.errors import StorageError
 from storage.fsutil import create_file_durably, ensure_dir, open_for_read
@@ -78,6 +79,8 @@ _BROWSER_CROSS: Final = frozenset({"cross-site", "same-site"})
 
 class TokenFileError(NodeError):
     """The token file is unsafe (symlink, not ours, readable by others) or malformed."""
+
+    exit_category = ExitCategory.INVALID
 
 
 # -- the token file ----------------------------------------------------------------------

@@ -21,11 +21,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from fbs.errors import ExitCategory
 from node.errors import NodeError
 
 
 class IngestError(NodeError):
     """Base class of ingest errors."""
+
+    exit_category = ExitCategory.INVALID
 
 
 class ReadError(IngestError, ValueError):
@@ -72,6 +75,8 @@ class FetchError(IngestError):
 class SourceUnreachable(FetchError):
     """A URL or path that cannot be reached; the message names it."""
 
+    exit_category = ExitCategory.UNAVAILABLE
+
 
 class ToolMissing(FetchError):
     """An external tool needed by a step (e.g. podman or docker) is not installed."""
@@ -95,3 +100,5 @@ class PreprocessError(IngestError):
 
 class SourceNotFound(IngestError):
     """A dataset without the push/polling source an ingest asked for."""
+
+    exit_category = ExitCategory.NOT_FOUND

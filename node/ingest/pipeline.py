@@ -906,9 +906,7 @@ class _InputKeys:
         new = push_input_key(source_name, paths, input_format)
         if previous_algorithm == PUSH_INPUT_KEY_ALGORITHM:
             return new, new
-        return new, push_input_key(
-            source_name, paths, input_format, algorithm=previous_algorithm
-        )
+        return new, push_input_key(source_name, paths, input_format, algorithm=previous_algorithm)
 
     def key(self) -> SourceState:
         """The source state recording this input (waits for the hashing)."""

@@ -3,7 +3,7 @@
 `resolve_remote` gives `p2p.sync.pull_dataset` its sources: a URL gives one
 `p2p.http.source.HttpSource`; a peer address, or a DID resolved through the running
 node's peers (``GET /api/network/{did}``), gives `p2p.libp2p.source.Libp2pSource` s over
-a temporary libp2p host. Used by `node.commands.pull` and `node.commands.remote`; it
+a temporary libp2p host. Used by `node.usecases.pull` and `node.usecases.fetch`; it
 imports neither them nor the daemon (only its run file, `node.runfile`), and
 loads nothing beyond the standard library until called (CLI start-up).
 """
@@ -151,55 +151,82 @@ async def resolve_remote(
         NodeNotRunning: a DID but no running node for ``ws``.
         PeerUnavailable: nobody reachable serves the dataset.
     """
-    import aiohttp
-
     from fbs.did import DatasetId
-    from node.runfile import NodeNotRunning, read_run_info
-    from p2p.errors import PeerMisbehaved, PeerUnavailable, TransferError
-    from p2p.http.source import HttpSource, dataset_base_url
-    from p2p.libp2p.exchange import ExchangeClient
-    from p2p.libp2p.host import HostConfig, P2PHost
-    from p2p.libp2p.source import Libp2pSource
-    from p2p.smart_transfer.client import SmartSource
 
     parsed = parse_remote_ref(ref, dataset)
     if parsed.kind == "http":
-        url = parsed.url
-        if parsed.dataset is not None:
-            url = dataset_base_url(url, parsed.dataset)
-        async with aiohttp.ClientSession() as session:
-            src = SmartSource(url, session) if parsed.smart else HttpSource(url, session)
-            try:
-                record = await src.get_head_record()
-                yield ResolvedRemote(
-                    [src],
-                    record.dataset_id if record is not None else None,
-                    record,
-                    default_alias_for_url(url),
-                )
-            finally:
-                if isinstance(src, SmartSource):
-                    await src.aclose()
+        async with _http_remote(parsed) as remote:
+            yield remote
         return
     assert parsed.dataset is not None
     did = DatasetId.from_did(parsed.dataset)
     if parsed.kind == "libp2p":
         addrs = [parsed.addr]
     else:
-        info = read_run_info(ws)
-        if info is None:
-            raise NodeNotRunning("resolving a dataset id needs a running node (odf node run)")
-        timeout = aiohttp.ClientTimeout(total=timeout_s)
-        async with aiohttp.ClientSession(timeout=timeout) as session:
-            url = f"{info.http_url}/api/network/{did.to_did_odf()}"
-            try:
-                async with session.get(url) as resp:
-                    doc = await resp.json()
-            except (aiohttp.ClientError, TimeoutError, ValueError) as e:
-                raise PeerUnavailable(f"cannot ask the running node: {e}") from None
-        addrs = [a for p in doc.get("providers", []) for a in p.get("addrs", [])[:2]]
-        if not addrs:
-            raise PeerUnavailable(f"no peer of the running node serves {did}")
+        addrs = await _provider_addrs(ws, did, timeout_s)
+    async with _libp2p_remote(did, addrs) as remote:
+        yield remote
+
+
+@contextlib.asynccontextmanager
+async def _http_remote(parsed: RemoteRef) -> AsyncIterator[ResolvedRemote]:
+    """One HTTP (simple or smart protocol) source of a URL reference."""
+    import aiohttp
+
+    from p2p.http.source import HttpSource, dataset_base_url
+    from p2p.smart_transfer.client import SmartSource
+
+    url = parsed.url
+    if parsed.dataset is not None:
+        url = dataset_base_url(url, parsed.dataset)
+    async with aiohttp.ClientSession() as session:
+        src = SmartSource(url, session) if parsed.smart else HttpSource(url, session)
+        try:
+            record = await src.get_head_record()
+            yield ResolvedRemote(
+                [src],
+                record.dataset_id if record is not None else None,
+                record,
+                default_alias_for_url(url),
+            )
+        finally:
+            if isinstance(src, SmartSource):
+                await src.aclose()
+
+
+async def _provider_addrs(ws: Workspace, did: DatasetId, timeout_s: float) -> list[str]:
+    """Addresses of the peers the running node knows to serve ``did`` (two per peer)."""
+    import aiohttp
+
+    from node.runfile import NodeNotRunning, read_run_info
+    from p2p.errors import PeerUnavailable
+
+    info = read_run_info(ws)
+    if info is None:
+        raise NodeNotRunning("resolving a dataset id needs a running node (odf node run)")
+    timeout = aiohttp.ClientTimeout(total=timeout_s)
+    async with aiohttp.ClientSession(timeout=timeout) as session:
+        url = f"{info.http_url}/api/network/{did.to_did_odf()}"
+        try:
+            async with session.get(url) as resp:
+                doc = await resp.json()
+        except (aiohttp.ClientError, TimeoutError, ValueError) as e:
+            raise PeerUnavailable(f"cannot ask the running node: {e}") from None
+    addrs = [a for p in doc.get("providers", []) for a in p.get("addrs", [])[:2]]
+    if not addrs:
+        raise PeerUnavailable(f"no peer of the running node serves {did}")
+    return addrs
+
+
+@contextlib.asynccontextmanager
+async def _libp2p_remote(did: DatasetId, addrs: list[str]) -> AsyncIterator[ResolvedRemote]:
+    """Libp2p sources of ``did`` at ``addrs`` over a temporary host, with the newest head
+    record any of them offers."""
+    from p2p.errors import PeerMisbehaved, PeerUnavailable, TransferError
+    from p2p.libp2p.exchange import ExchangeClient
+    from p2p.libp2p.host import HostConfig, P2PHost
+    from p2p.libp2p.source import Libp2pSource
+
     host = P2PHost(HostConfig(listen_addrs=("/ip4/127.0.0.1/tcp/0",)))
     await host.start()
     try:

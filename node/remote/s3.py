@@ -9,10 +9,11 @@ config files; a store without conditional writes is refused before anything is w
 
 from __future__ import annotations
 
-import argparse
-from typing import Any
+from typing import TYPE_CHECKING
 
-from node.cli_util import EXIT_OK
+if TYPE_CHECKING:
+    from p2p.s3.push import S3PushResult
+    from storage.workspace import Workspace
 
 
 def s3_dataset_url(url: str, alias: str) -> str:
@@ -24,24 +25,18 @@ def s3_dataset_url(url: str, alias: str) -> str:
     return url.rstrip("/") + "/" + alias
 
 
-def push_s3(ws: Any, args: argparse.Namespace) -> int:
-    """Push ``args.dataset`` to the S3 URL ``args.to``; prints one summary line."""
+def push_s3(
+    ws: Workspace, dataset: str, url: str, *, remote_alias: str | None, remember_alias: bool
+) -> tuple[str, S3PushResult]:
+    """Push ``dataset`` to the S3 URL ``url``; the dataset's URL there and what was pushed."""
     from p2p.s3.push import push_to_s3
     from storage.s3.url import parse_s3_url
 
-    entry = ws.resolve(args.dataset)
-    url = s3_dataset_url(args.to, args.remote_alias or entry.alias)
-    result = push_to_s3(ws.get(entry.id), parse_s3_url(url), alias=entry.alias)
-    if not args.no_alias:
+    entry = ws.resolve(dataset)
+    target = s3_dataset_url(url, remote_alias or entry.alias)
+    result = push_to_s3(ws.get(entry.id), parse_s3_url(target), alias=entry.alias)
+    if remember_alias:
         from node.remote.aliases import remember_remote
 
-        remember_remote(ws, args.dataset, url, "push")
-    if result.blocks_pushed == 0:
-        print(f"{args.dataset}: {url} is up to date at {result.new_head}")
-    else:
-        print(
-            f"Pushed {args.dataset} to {url}: {result.blocks_pushed} block(s), "
-            f"{result.objects_pushed} object(s) uploaded, {result.objects_present} already "
-            f"there; head {result.new_head}"
-        )
-    return EXIT_OK
+        remember_remote(ws, dataset, target, "push")
+    return target, result

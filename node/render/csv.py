@@ -82,3 +82,20 @@ def csv_ready(table: pa.Table) -> pa.Table:
             text = pa.field(field.name, pa.string(), nullable=field.nullable)
             table = table.set_column(i, text, _json_column(table.column(i)))
     return table
+
+
+def write_csv(table: pa.Table, out: Any) -> None:
+    """``table`` as CSV (nested values as JSON text) to the binary stream ``out``."""
+    import pyarrow.csv as pcsv
+
+    pcsv.write_csv(csv_ready(table), out)
+
+
+def write_ndjson(table: pa.Table, out: Any) -> None:
+    """``table`` as one JSON object per line to the binary stream ``out``."""
+    import json
+
+    for batch in table.to_batches():
+        for row in batch.to_pylist():
+            line = json.dumps(row, default=json_default, ensure_ascii=False) + "\n"
+            out.write(line.encode())

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from fbs.errors import ExitCategory
 from storage.errors import StorageError
 
 
@@ -19,3 +20,5 @@ class ConditionalWritesUnsupported(S3Error):
 
 class S3Unavailable(S3Error):
     """The endpoint cannot be reached, or refused the credentials."""
+
+    exit_category = ExitCategory.UNAVAILABLE

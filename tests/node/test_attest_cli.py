@@ -11,8 +11,8 @@ from engine.client import EngineClient
 from engine.process import EngineProcess
 from node.cli import main
 from node.cli_util import EXIT_NOT_FOUND, EXIT_OK, EXIT_VERIFY_FAILED
-from node.commands.attest import verify_with_trust
 from node.transform import pull_derivative
+from node.validation.trust import verify_with_trust
 from storage.workspace import Workspace
 from tests.node.conftest import RootWriter, add_derivative, commit_forged
 from tests.node.test_validator import QUERY

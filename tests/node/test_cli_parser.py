@@ -14,7 +14,7 @@ import sys
 import pytest
 
 from node.cli import build_parser, command_word
-from node.commands import BUILTIN, COMMAND_OWNERS
+from node.commands import COMMANDS
 
 
 def _subparsers(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
@@ -32,18 +32,15 @@ def _helps(parser: argparse.ArgumentParser, path: str = "odf") -> dict[str, str]
     return out
 
 
-def test_owner_table_names_every_command_in_help_order() -> None:
-    assert list(_subparsers(build_parser())) == list(COMMAND_OWNERS)
+def test_the_command_table_names_every_command_in_help_order() -> None:
+    assert list(_subparsers(build_parser())) == list(COMMANDS)
 
 
-@pytest.mark.parametrize("command", list(COMMAND_OWNERS))
+@pytest.mark.parametrize("command", list(COMMANDS))
 def test_lazy_tree_of_a_command_equals_the_whole_trees_branch(command: str) -> None:
     full = _helps(build_parser())
     lazy = build_parser(command)
-    assert list(_subparsers(lazy)) == [
-        name for name, owner in COMMAND_OWNERS.items()
-        if owner == COMMAND_OWNERS[command] and (owner != BUILTIN or name == command)
-    ]  # fmt: skip
+    assert list(_subparsers(lazy)) == [command]
     branch = _helps(_subparsers(lazy)[command], f"odf {command}")
     assert branch == {k: v for k, v in full.items() if k.split(" ")[:2] == ["odf", command]}
 
@@ -113,7 +110,7 @@ def test_unknown_command_lists_every_command() -> None:
     r = _odf("nosuch")
     assert r.returncode == 2
     assert "invalid choice: 'nosuch'" in r.stderr
-    for name in COMMAND_OWNERS:
+    for name in COMMANDS:
         assert f"'{name}'" in r.stderr
 
 
@@ -125,11 +122,13 @@ def test_usage_error_of_a_command_names_it() -> None:
     )
 
 
-def test_a_metadata_command_imports_no_command_module() -> None:
+@pytest.mark.parametrize("command", ["list", "log", "pull"])
+def test_a_command_imports_only_its_own_command_module(command: str) -> None:
     code = (
-        "import sys; from node.cli import build_parser; build_parser('list'); "
-        "print(sorted(m for m in sys.modules if m.startswith('node.commands.') "
-        "or m == 'node.remote.resolve'))"
+        f"import sys; from node.cli import build_parser; build_parser({command!r}); "
+        "print(sorted(m for m in sys.modules if m.startswith(('node.commands.', "
+        "'node.usecases')) or m == 'node.remote.resolve'))"
     )
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
-    assert r.stdout.strip() == "[]", r.stderr
+    own = {"pull": ["node.commands.fetch", "node.commands.pull"]}
+    assert r.stdout.strip() == str(own.get(command, [f"node.commands.{command}"])), r.stderr

@@ -181,7 +181,7 @@ def test_verify_integrity_imports_no_engine(workspace: dict[str, str]) -> None:
 
 def test_engine_defaults_match_the_server() -> None:
     from engine.server import DEFAULT_HOST, DEFAULT_PORT
-    from node.commands.transform import ENGINE_DEFAULT_HOST, ENGINE_DEFAULT_PORT
+    from node.commands.engine import ENGINE_DEFAULT_HOST, ENGINE_DEFAULT_PORT
 
     assert (ENGINE_DEFAULT_HOST, ENGINE_DEFAULT_PORT) == (DEFAULT_HOST, DEFAULT_PORT)
 

@@ -272,7 +272,9 @@ def _raising(error: BaseException) -> Callable[..., int]:
 def _main_with(
     monkeypatch: pytest.MonkeyPatch, error: BaseException, argv: list[str] | None = None
 ) -> int:
-    monkeypatch.setattr(cli, "cmd_list", _raising(error))
+    import node.commands.list
+
+    monkeypatch.setattr(node.commands.list, "cmd_list", _raising(error))
     return cli.main(argv or ["list"])
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import socket
 import threading
@@ -13,8 +12,8 @@ import pytest
 
 from node.cli import main as odf
 from node.cli_util import EXIT_CONFLICT, EXIT_NOT_FOUND, EXIT_OK, EXIT_UNAVAILABLE, EXIT_USAGE
-from node.commands import remote
 from node.http.auth import TOKEN_ENV, token_path
+from node.remote import resolve, urls
 from storage.errors import DatasetNotFound
 from storage.verify import verify_integrity
 from storage.workspace import Workspace
@@ -54,13 +53,7 @@ def node(tmp_path: Path) -> Iterator[tuple[Workspace, str]]:
 
 
 def cli(ws: Workspace, *argv: str) -> int:
-    parser = argparse.ArgumentParser(prog="odf")
-    parser.add_argument("--workspace")
-    sub = parser.add_subparsers(dest="command", required=True)
-    remote.register(sub)
-    args = parser.parse_args(["--workspace", str(ws.root.parent), *argv])
-    code: int = args.func(args)
-    return code
+    return odf(["--workspace", str(ws.root.parent), *argv])
 
 
 def test_fetch_clone_update_and_push(
@@ -136,16 +129,16 @@ def test_unreachable_and_missing_sources_are_told_apart(
 
 
 def test_is_own_node() -> None:
-    assert remote.is_own_node("http://127.0.0.1:8080", "http://localhost:8080/")
-    assert remote.is_own_node("http://0.0.0.0:8080", "http://127.0.0.1:8080")
-    assert remote.is_own_node("http://[::1]:8080", "http://127.0.0.1:8080/x")
-    assert not remote.is_own_node("http://127.0.0.1:8080", "http://127.0.0.1:8081")
-    assert not remote.is_own_node("http://127.0.0.1:8080", "http://10.0.0.1:8080")
-    assert not remote.is_own_node("http://127.0.0.1:8080", "https://127.0.0.1:8080")
+    assert urls.is_own_node("http://127.0.0.1:8080", "http://localhost:8080/")
+    assert urls.is_own_node("http://0.0.0.0:8080", "http://127.0.0.1:8080")
+    assert urls.is_own_node("http://[::1]:8080", "http://127.0.0.1:8080/x")
+    assert not urls.is_own_node("http://127.0.0.1:8080", "http://127.0.0.1:8081")
+    assert not urls.is_own_node("http://127.0.0.1:8080", "http://10.0.0.1:8080")
+    assert not urls.is_own_node("http://127.0.0.1:8080", "https://127.0.0.1:8080")
 
 
 def test_default_alias_for_url() -> None:
-    assert remote.default_alias_for_url("http://h:1/prices/") == "prices"
-    assert remote.default_alias_for_url("http://h:1/acc/my.data") == "my.data"
-    assert remote.default_alias_for_url("http://h:1/fed01" + "ab" * 32 + "/") is None
-    assert remote.default_alias_for_url("http://h:1/") is None
+    assert resolve.default_alias_for_url("http://h:1/prices/") == "prices"
+    assert resolve.default_alias_for_url("http://h:1/acc/my.data") == "my.data"
+    assert resolve.default_alias_for_url("http://h:1/fed01" + "ab" * 32 + "/") is None
+    assert resolve.default_alias_for_url("http://h:1/") is None

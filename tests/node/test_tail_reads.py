@@ -145,7 +145,8 @@ def test_tail_cells_match_pyarrows_conversion() -> None:
     the cells are the ones ``to_pylist`` gives."""
     import pyarrow as pa
 
-    from node.commands.ingest import _cell, _rows
+    from node.render.rows import plain_cell as _cell
+    from node.render.rows import plain_rows as _rows
 
     values = [0, 1_700_000_000_123, None, -86_400_000, 4_102_444_800_001]
     table = pa.table(

@@ -304,7 +304,8 @@ def test_cli_handlers_pull_and_verify(
     import argparse
     import json
 
-    from node.commands.transform import cmd_pull_derivative, cmd_verify_replay
+    from node.commands.pull import cmd_pull_derivative
+    from node.commands.verify import cmd_verify_replay
     from node.errors import VerificationFailed
 
     monkeypatch.setenv("ODF_ENGINE_ADDRESS", engine_process.address)

@@ -23,52 +23,16 @@ import argparse
 import sys
 from typing import TYPE_CHECKING, Any
 
-from node.cli_util import EXIT_INVALID, EXIT_OK, EXIT_VERIFY_FAILED, err, open_workspace
+from node.cli_util import EXIT_OK, open_workspace
+from node.render.attestations import ATTESTATION_COLUMNS, attestation_row, short_row
 
 if TYPE_CHECKING:
     from node.validation.disputes import PublisherRecord
-    from node.validation.trust import TrustReport, verify_with_trust
-    from p2p.attestation import Attestation
 
-__all__ = [
-    "TrustReport",
-    "attestation_row",
-    "register",
-    "verify_with_trust",
-]
+__all__ = ["ATTEST_HELP", "cmd_attestations", "register"]
 
-
-def __getattr__(name: str) -> Any:
-    # `TrustReport` and `verify_with_trust` are re-exported lazily: importing node.validation.trust
-    # (p2p, the codec) at parser-build time would slow down every `odf` command.
-    if name in ("TrustReport", "verify_with_trust"):
-        import node.validation.trust
-
-        return getattr(node.validation.trust, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def attestation_row(a: Attestation) -> dict[str, Any]:
-    """One attestation as a flat row (table and JSON output)."""
-    return {
-        "seq": a.sequence_number,
-        "block": a.block_hash.to_multibase(),
-        "validator": a.validator.to_did_key(),
-        "verdict": str(a.verdict),
-        "detail": a.detail,
-        "engine": a.engine,
-        "time": a.system_time.to_rfc3339(),
-    }
-
-
-#: Columns of the ``odf attestations`` table.
-ATTESTATION_COLUMNS = ("seq", "block", "validator", "verdict", "detail", "engine", "time")
-
-
-def _short_row(row: dict[str, Any]) -> dict[str, Any]:
-    from node.render.columns import fit_attestation_row
-
-    return fit_attestation_row(row)
+#: The description of ``odf attestations`` and ``odf validate`` (this module's doc).
+ATTEST_HELP = __doc__
 
 
 def cmd_attestations(args: argparse.Namespace) -> int:
@@ -103,7 +67,7 @@ def cmd_attestations(args: argparse.Namespace) -> int:
             sys.stdout.write(wide_table(rows, ATTESTATION_COLUMNS))
         else:
             render(
-                [_short_row(r) for r in rows],
+                [short_row(r) for r in rows],
                 "table",
                 columns=list(ATTESTATION_COLUMNS),
                 title=title + (" (--wide: whole hashes and DIDs)" if rows else ""),
@@ -143,59 +107,14 @@ def _print_evidence(record: PublisherRecord) -> None:
         )
 
 
-def cmd_validate(args: argparse.Namespace) -> int:
-    """Run the validator once on the named datasets."""
-    from node.render.output import render
-    from node.validation.validator import Validator, load_or_create_validator_key
-    from p2p.attestation import Verdict
-    from p2p.errors import IdentityError
-
-    ws = open_workspace(args)
-    try:
-        key = load_or_create_validator_key(ws)
-    except IdentityError as e:
-        err(str(e))
-        return EXIT_INVALID
-    validator = Validator(ws, key)
-    code = EXIT_OK
-    docs: list[dict[str, Any]] = []
-    for ref in args.dataset:
-        run = validator.validate(ref, max_blocks=args.max_blocks, retry_could_not_check=args.retry)
-        if run.count(Verdict.DIVERGED):
-            code = EXIT_VERIFY_FAILED
-        rows = [attestation_row(a) for a in run.attestations]
-        if args.output_format == "table":
-            # The validator's DID on a line of its own: a table title would fold it.
-            print(f"validator: {key.dataset_id.to_did_key()}")
-            render(
-                [_short_row(r) for r in rows],
-                "table",
-                columns=["seq", "block", "verdict", "detail"],
-                title=f"{run.alias}: {len(rows)} blocks checked, backlog {run.backlog}",
-            )
-        else:
-            docs.append(
-                {
-                    "dataset": run.alias,
-                    "datasetId": run.dataset_id.to_did_odf(),
-                    "validator": key.dataset_id.to_did_key(),
-                    "backlog": run.backlog,
-                    "attestations": rows,
-                }
-            )
-    if args.output_format != "table":
-        render(docs, args.output_format)
-    return code
-
-
 def register(sub: Any) -> None:
-    """Add ``attestations`` and ``validate`` to the top-level sub-parsers."""
+    """Add ``attestations`` to the top-level sub-parsers."""
     from node.render.output import OUTPUT_FORMATS
 
     p = sub.add_parser(
         "attestations",
         help="list validator attestations held for a dataset",
-        description=__doc__,
+        description=ATTEST_HELP,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.set_defaults(func=cmd_attestations)
@@ -212,17 +131,3 @@ def register(sub: Any) -> None:
         action="store_true",
         help="table: whole block hashes and validator DIDs, one line per attestation",
     )
-
-    v = sub.add_parser(
-        "validate",
-        help="check not-yet-checked blocks here and sign attestations",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    v.set_defaults(func=cmd_validate)
-    v.add_argument("dataset", nargs="+", help="dataset aliases or DIDs")
-    v.add_argument("--max-blocks", type=int, default=None, help="check at most N blocks each")
-    v.add_argument(
-        "--retry", action="store_true", help="check again blocks that could not be checked"
-    )
-    v.add_argument("-o", "--output-format", choices=OUTPUT_FORMATS, default="table")

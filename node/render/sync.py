@@ -1,8 +1,4 @@
-"""How a verified pull from peers or nodes is reported (`odf pull URL|peer`, `odf fetch`).
-
-Its own module so that ``node.commands.pull`` and ``node.commands.remote`` both use it
-without importing each other.
-"""
+"""How a verified pull from peers or nodes is reported (`odf pull URL|peer`, `odf fetch`)."""
 
 from __future__ import annotations
 

@@ -1,0 +1,315 @@
+"""Pull: bring datasets up to date, whatever kind they are.
+
+Each reference is classified (`classify`) and pulled by its kind (`pull_one`):
+
+- a URL (``http(s)://``, ``odf+http(s)://``): a verified fetch from that node or dataset
+  URL (`node.usecases.fetch`);
+- a peer address ``/ip4/H/tcp/P/p2p/PEER[/did:odf:...]``, or a dataset ID not in the
+  workspace: a verified pull over libp2p (an unknown DID is resolved through the peers
+  of the running node);
+- a replica (a dataset with a pull alias): updated from where it was pulled, never by
+  polling or transforming here (that would fork its history from the publisher's);
+- a root dataset: its polling source is polled (``set_watermark``: only that is committed);
+- a derivative dataset: its transform runs on new input (``recursive``: upstream first).
+
+``all_targets`` lists every dataset of the workspace, roots and replicas before the
+derivatives that read them; a push-only root has nothing to poll and is passed by.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import TYPE_CHECKING
+
+from node.errors import UsageError
+from node.usecases.fetch import FetchOptions, OnProgress, fetch
+
+if TYPE_CHECKING:
+    from fbs.timestamp import Timestamp
+    from node.ingest.pipeline import IngestResult, Progress
+    from node.transform import PullResult as TransformResult
+    from p2p.head_record import HeadRecord
+    from p2p.sync import PullResult
+    from storage.workspace import Workspace
+
+__all__ = [
+    "REMOTE_SCHEMES",
+    "AllTargets",
+    "PullKind",
+    "PullOptions",
+    "PullOutcome",
+    "PullTarget",
+    "all_targets",
+    "check_options",
+    "classify",
+    "is_peer_address",
+    "is_remote",
+    "per_target_errors",
+    "pull_one",
+]
+
+#: URL schemes a pull treats as remote sources.
+REMOTE_SCHEMES: tuple[str, ...] = (
+    *("http://", "https://", "odf+http://", "odf+https://"),
+    *("s3://", "s3+http://", "s3+https://"),
+)
+
+
+def per_target_errors() -> tuple[type[Exception], ...]:
+    """Failures of one target's transfer or source: the caller reports them and goes on
+    with the other targets; any other error ends the pull."""
+    from node.ingest.errors import IngestError
+    from p2p.errors import P2PError
+
+    return (P2PError, IngestError)
+
+
+class PullKind(StrEnum):
+    """How a reference is brought up to date."""
+
+    NETWORK = "network"
+    URL = "url"
+    REPLICA = "replica"
+    ROOT = "root"
+    DERIVATIVE = "derivative"
+
+
+@dataclass(frozen=True, slots=True)
+class PullOptions:
+    """How to pull.
+
+    Attributes:
+        recursive: derivatives: pull upstream derivatives first.
+        set_watermark: roots: only commit this watermark.
+        as_alias: remote sources: the local alias of a new clone.
+        dataset_id: peer addresses without ``/did:odf:...``: the dataset to pull.
+        require_signed: remote sources: refuse a head not signed by the dataset key.
+        remember_alias: URLs: remember the URL as the dataset's pull alias.
+        quiet: no progress lines from transfers.
+    """
+
+    recursive: bool = False
+    set_watermark: Timestamp | None = None
+    as_alias: str | None = None
+    dataset_id: str | None = None
+    require_signed: bool = False
+    remember_alias: bool = True
+    quiet: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class PullTarget:
+    """A reference and how it is pulled (``url``: a replica's pull alias)."""
+
+    ref: str
+    kind: PullKind
+    url: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PullOutcome:
+    """What pulling one target did.
+
+    Attributes:
+        target: what was pulled.
+        synced: a transfer's result (network, URL, replica).
+        ingested: a root's result.
+        transformed: a derivative's result (upstream derivatives in it).
+        disputed: a local dataset whose data validators found does not reproduce.
+    """
+
+    target: PullTarget
+    synced: PullResult | None = None
+    ingested: IngestResult | None = None
+    transformed: TransformResult | None = None
+    disputed: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class AllTargets:
+    """Every dataset a pull of the whole workspace updates, in order, and the push-only
+    roots it passes by (nothing to poll)."""
+
+    targets: tuple[str, ...]
+    push_only: tuple[str, ...]
+
+
+def is_remote(ref: str) -> bool:
+    """Whether ``ref`` names a remote source rather than a local dataset."""
+    return ref.lower().startswith(REMOTE_SCHEMES)
+
+
+def is_peer_address(ref: str) -> bool:
+    """Whether ``ref`` is a libp2p multiaddr (``/ip4/.../p2p/<peer>[/did:odf:...]``)."""
+    return ref.startswith("/")
+
+
+def check_options(targets: tuple[str, ...], everything: bool) -> None:
+    """Refuse a pull of nothing, or of named datasets and the whole workspace at once.
+
+    Raises:
+        UsageError: as said.
+    """
+    if everything and targets:
+        raise UsageError("give datasets or --all, not both")
+    if not everything and not targets:
+        raise UsageError("name at least one dataset or URL (or use --all)")
+
+
+def all_targets(ws: Workspace) -> AllTargets:
+    """Every dataset of ``ws``: replicas and roots (to poll) before derivatives."""
+    from fbs.model import DatasetKind
+
+    roots: list[str] = []
+    derivs: list[str] = []
+    push_only: list[str] = []
+    for entry in ws.list():
+        ds = ws.get(entry.id)
+        state = ds.state()
+        if state is None:
+            continue
+        if ds.layout.read_config().pull_aliases:
+            roots.append(entry.alias)  # updated from where it was pulled, before its readers
+        elif state.kind == DatasetKind.Root and state.polling_source is None:
+            push_only.append(entry.alias)  # data arrives by ingest: nothing to poll
+        else:
+            (roots if state.kind == DatasetKind.Root else derivs).append(entry.alias)
+    return AllTargets(tuple(roots + derivs), tuple(push_only))
+
+
+def classify(ws: Workspace, ref: str, options: PullOptions) -> PullTarget:
+    """How ``ref`` is pulled.
+
+    Raises:
+        UsageError: ``set_watermark`` on a replica or a derivative.
+        DatasetNotFound: a local reference that names no dataset.
+    """
+    from fbs.model import DatasetKind
+    from node.remote.aliases import remembered_remote
+
+    if is_peer_address(ref) or (ref.startswith("did:") and not _is_local(ws, ref)):
+        return PullTarget(ref, PullKind.NETWORK)
+    if is_remote(ref):
+        return PullTarget(ref, PullKind.URL, ref)
+    url = remembered_remote(ws, ref, "pull")
+    if url is not None:
+        if options.set_watermark is not None:
+            raise UsageError(
+                f"{ref} is pulled from {url}: a watermark set here would fork its "
+                "history from the source's"
+            )
+        return PullTarget(ref, PullKind.REPLICA, url)
+    state = ws.get(ref).state()
+    if state is not None and state.kind == DatasetKind.Derivative:
+        if options.set_watermark is not None:
+            raise UsageError(f"{ref}: --set-watermark applies to root datasets only")
+        return PullTarget(ref, PullKind.DERIVATIVE)
+    return PullTarget(ref, PullKind.ROOT)
+
+
+def _is_local(ws: Workspace, ref: str) -> bool:
+    from storage.errors import DatasetNotFound
+
+    try:
+        ws.resolve(ref)
+    except DatasetNotFound:
+        return False
+    return True
+
+
+def pull_one(
+    ws: Workspace,
+    target: PullTarget,
+    options: PullOptions,
+    on_progress: OnProgress = None,
+    ingest_progress: Progress | None = None,
+) -> PullOutcome:
+    """Pull one classified target.
+
+    Raises:
+        P2PError / IngestError (`per_target_errors`), TransformError, StorageError.
+    """
+    kind = target.kind
+    if kind is PullKind.NETWORK:
+        return PullOutcome(target, synced=_pull_network(ws, target.ref, options, on_progress))
+    if kind in (PullKind.URL, PullKind.REPLICA):
+        return PullOutcome(
+            target, synced=fetch(ws, _fetch_options(ws, target, options), on_progress)
+        )
+    from node.validation.disputes import disputed_warning
+
+    if kind is PullKind.DERIVATIVE:
+        from node.transform import pull_derivative
+
+        result = pull_derivative(ws, target.ref, recursive=options.recursive)
+        return PullOutcome(target, transformed=result, disputed=disputed_warning(ws, target.ref))
+    from node.usecases.ingest import pull_root
+
+    ingested = pull_root(ws, target.ref, options.set_watermark, ingest_progress)
+    return PullOutcome(target, ingested=ingested, disputed=disputed_warning(ws, target.ref))
+
+
+def _fetch_options(ws: Workspace, target: PullTarget, options: PullOptions) -> FetchOptions:
+    assert target.url is not None
+    if target.kind is PullKind.REPLICA:  # updated under its own name, from its pull alias
+        return FetchOptions(
+            target.url, ws.resolve(target.ref).alias, (), options.require_signed, False
+        )
+    return FetchOptions(
+        target.url, options.as_alias, (), options.require_signed, options.remember_alias
+    )
+
+
+def _pull_network(
+    ws: Workspace, ref: str, options: PullOptions, on_progress: OnProgress
+) -> PullResult:
+    """Pull ``ref`` (a peer address or a DID not in ``ws``) over libp2p, verified.
+
+    Raises:
+        UsageError: an unparsable reference.
+        PeerUnavailable: nobody reachable serves it, or no node runs to resolve a DID.
+        StaleHead: the peers hold nothing newer than the workspace.
+        P2PError: see `p2p.sync.pull_dataset`.
+    """
+    from node.runfile import NodeNotRunning
+    from p2p.errors import PeerUnavailable, StaleHead
+
+    try:
+        return asyncio.run(_network(ws, ref, options, on_progress))
+    except StaleHead as e:
+        raise StaleHead(f"nothing newer to fetch: {e}") from e
+    except NodeNotRunning:
+        raise PeerUnavailable(
+            f"{ref} is not in this workspace and no node is running to resolve "
+            "it (start `odf node run`, or give a node URL or peer address)"
+        ) from None
+
+
+async def _network(
+    ws: Workspace, ref: str, options: PullOptions, on_progress: OnProgress
+) -> PullResult:
+    from node.remote.resolve import resolve_remote
+    from p2p.sync import pull_dataset
+
+    async with resolve_remote(ref, ws, dataset=options.dataset_id) as remote:
+        alias = options.as_alias or remote.alias or _signed_name(ws, remote.head_record)
+        return await pull_dataset(
+            ws,
+            remote.sources,
+            dataset_id=remote.dataset_id,
+            alias=alias,
+            head_record=remote.head_record,
+            require_signed=options.require_signed,
+            on_progress=on_progress,
+        )
+
+
+def _signed_name(ws: Workspace, record: HeadRecord | None) -> str | None:
+    """The publisher's signed name for a new clone, if the record has one and it is free."""
+    if record is None:
+        return None
+    from node.remote.replica_names import replica_alias
+
+    return replica_alias(ws, record.dataset_id, record.name)
