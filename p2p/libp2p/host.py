@@ -58,6 +58,7 @@ from p2p.libp2p.bootstrap import RedialAddrs, dial_bootstrap, dial_list, parse_p
 from p2p.libp2p.bridge import TrioThread
 from p2p.libp2p.dial_errors import dial_failure_reason, forget_failed_dial
 from p2p.libp2p.identity import load_or_create_identity, parse_peer_id
+from p2p.libp2p.inbound import InboundStats, install_inbound_guard
 from p2p.libp2p.listen_ports import check_listen_ports
 from p2p.libp2p.pubsub_guard import GuardedPubsub, GuardStats
 from p2p.libp2p.settings import (
@@ -146,6 +147,8 @@ class P2PHost:
         self._deliveries = Deliveries()
         #: What `p2p.libp2p.pubsub_guard` contained (hostile frames, failed handlers).
         self.guard_stats = GuardStats()
+        #: Inbound connection admission (`p2p.libp2p.inbound`).
+        self.inbound_stats = InboundStats()
         # Re-established by every (re)start of the trio thread.
         self._subscriptions: dict[str, Subscription] = {}
         self._redial = RedialAddrs()
@@ -238,6 +241,9 @@ class P2PHost:
         stack = build_stack(
             self._key_pair, listen_addrs, cfg, (self.scores, self.guard_stats), self._gate
         )
+        # py-libp2p 0.8.1 keeps a slot per inbound connection until the swarm stops, so
+        # its listener ends up refusing every new peer: see `p2p.libp2p.inbound`.
+        install_inbound_guard(stack.host, cfg.inbound, self.inbound_stats, self._refuse_inbound)
         for proto, handler in self._stream_handlers.items():
             stack.host.set_stream_handler(TProtocol(proto), self._wrap_handler(proto, handler))
         self._pacer.reset()  # trio locks and times do not outlive a run
@@ -306,6 +312,7 @@ class P2PHost:
             "lastStopReason": self.health.last_stop_reason,
             "lastStopAt": self.health.last_stop_at,
             **self.guard_stats.to_dict(),
+            "inbound": self.inbound_stats.to_dict(),
             "bans": [
                 {"peerId": p, "reason": why, "secondsLeft": round(left, 1)}
                 for p, why, left in self.scores.bans()
@@ -426,6 +433,13 @@ class P2PHost:
                 await host.disconnect(pid)
 
         self._bridge.start_soon_threadsafe(_close)
+
+    def _refuse_inbound(self, peer: str) -> bool:
+        """Inbound guard check (trio thread): a banned peer is closed at the handshake."""
+        if not self.scores.is_banned(peer):
+            return False
+        self.guard_stats.refused_connections += 1
+        return True
 
     def _gate(self, conn: INetConn) -> bool:
         """Connection gate (trio thread): a banned peer's new connection is closed."""

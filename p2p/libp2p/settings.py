@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
 
+from p2p.libp2p.inbound import InboundLimits
 from p2p.libp2p.pubsub_guard import DEFAULT_GOSSIP_BURST_PER_PEER, DEFAULT_GOSSIP_RATE_PER_PEER
 
 __all__ = [
@@ -107,6 +108,7 @@ class HostConfig:
             first back-off delay.
         restart_on_failure: restart the host when it stops without `P2PHost.stop`.
         restart_delay_s / restart_max_delay_s: first and largest delay before a restart.
+        inbound: bounds of inbound connection upgrades (`p2p.libp2p.inbound`).
     """
 
     listen_addrs: tuple[str, ...] = DEFAULT_LISTEN_ADDRS
@@ -122,3 +124,4 @@ class HostConfig:
     restart_on_failure: bool = True
     restart_delay_s: float = DEFAULT_RESTART_DELAY_S
     restart_max_delay_s: float = DEFAULT_RESTART_MAX_DELAY_S
+    inbound: InboundLimits = field(default_factory=InboundLimits)
