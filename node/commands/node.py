@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 from typing import TYPE_CHECKING, Any
 
 from node.cli_util import (
@@ -173,6 +174,7 @@ def cmd_status(args: argparse.Namespace) -> int:
     _print_validator(doc.get("validator"))
     _print_disputes(doc)
     _print_bans(doc.get("libp2p"))
+    _print_listener(doc.get("listener"))
     return EXIT_OK
 
 
@@ -180,6 +182,17 @@ def _print_bans(libp2p: Any) -> None:
     bans = libp2p.get("bans") if isinstance(libp2p, dict) else None
     for b in bans or []:
         print(f"  banned:   {b.get('peerId')} for {b.get('secondsLeft')} s more: {b.get('reason')}")
+
+
+def _print_listener(check: Any) -> None:
+    """The node's last self-probe of its libp2p listener (`node.daemon.liveness`)."""
+    if not isinstance(check, dict) or check.get("lastCheckAt") is None:
+        return
+    when = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(check["lastCheckAt"]))
+    verdict = "ok" if check.get("ok") else f"FAILED: {check.get('error')}"
+    restarts = check.get("restarts") or 0
+    suffix = f" (restarted the host {restarts} times)" if restarts else ""
+    print(f"  listener: checked {when}, {verdict}{suffix}")
 
 
 def _print_validator(v: Any) -> None:

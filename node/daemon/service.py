@@ -46,6 +46,7 @@ from node.daemon.attest import AttestationService
 from node.daemon.config import NodeConfig
 from node.daemon.follow import FollowList
 from node.daemon.heads import HeadWatcher
+from node.daemon.liveness import ListenerLiveness
 from node.daemon.log import event, setup_logging
 from node.daemon.pulls import PeerView, PullRecord, PullScheduler
 from node.daemon.status import DaemonStatus
@@ -141,6 +142,8 @@ class NodeDaemon:
         self.head_store = HeadStore.for_workspace(workspace.root)
         self.scores = PeerScores(ScoringPolicy(ban_duration_s=config.ban_duration_s))
         self.host = _make_host(workspace, config, self.scores)
+        #: Probes our own listener as a new peer would; restarts the host if it is dead.
+        self.liveness = ListenerLiveness(self.host)
         #: Blocking calls of the background tasks: `stop` waits for them (they write).
         self.threads = WorkerThreads()
         self.watcher = HeadWatcher(workspace, self.head_store)
@@ -216,6 +219,7 @@ class NodeDaemon:
             self.attest,
             self.validation,
             http_url=lambda: self.web.url,
+            liveness=self.liveness,
         )
 
     # -- lifecycle -----------------------------------------------------------------------
@@ -255,6 +259,7 @@ class NodeDaemon:
             )
             self._run_file.publish(info)
         self._tasks.append(asyncio.create_task(self.round.run(), name="head-watcher"))
+        self._tasks.append(asyncio.create_task(self.liveness.run(), name="listener-liveness"))
         if self.worker is not None:
             self._tasks.append(asyncio.create_task(self.worker.run(), name="validator"))
             for did in await self.threads.run(self.validation.replicas):

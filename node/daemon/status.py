@@ -16,6 +16,7 @@ from fbs.errors import OdfError
 from node.daemon.attest import AttestationService
 from node.daemon.follow import FollowList
 from node.daemon.heads import HeadWatcher
+from node.daemon.liveness import ListenerLiveness
 from node.daemon.log import dataset_fields
 from node.daemon.pulls import PeerView, PullScheduler
 from node.daemon.validation import ValidationFeed
@@ -43,6 +44,8 @@ class DaemonStatus:
     validation: ValidationFeed
     #: The HTTP base URL (``""`` until the server is bound).
     http_url: Callable[[], str]
+    #: The listener's self-probe (`node.daemon.liveness`).
+    liveness: ListenerLiveness | None = None
 
     def peers_info(self) -> list[dict[str, Any]]:
         """``/api/peers``: connected peers and every scored one."""
@@ -89,6 +92,8 @@ class DaemonStatus:
             },
             # Supervised restarts, last unexpected stop, hostile input contained.
             "libp2p": self.host.status(),
+            # The last self-probe of the listener (`node.daemon.liveness`).
+            "listener": None if self.liveness is None else self.liveness.status(),
             # Per-peer admission of the object exchange (`p2p.libp2p.admission`).
             "exchange": {
                 "served": self.server.served_requests,

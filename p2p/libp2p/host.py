@@ -154,6 +154,7 @@ class P2PHost:
         self._redial = RedialAddrs()
         self._bound_addrs: tuple[str, ...] = ()
         self._supervisor: asyncio.Task[None] | None = None
+        self._restart_reason: str | None = None
         self.scores.add_ban_listener(self._on_ban)
 
     def __repr__(self) -> str:
@@ -187,7 +188,8 @@ class P2PHost:
         return self._deliveries.dropped
 
     def _record_stop(self, reason: str) -> None:
-        self.health.last_stop_reason = reason
+        self.health.last_stop_reason = self._restart_reason or reason
+        self._restart_reason = None
 
     async def start(self) -> None:
         """Start the trio thread, listen, start gossipsub, then dial bootstrap peers.
@@ -298,6 +300,25 @@ class P2PHost:
             return self._peer_id, self.addrs
 
         await supervise(self._bridge, self.config, self.health, restart, describe)
+
+    async def restart(self, reason: str) -> None:
+        """End the current run so the supervisor restarts it on the bound addresses.
+
+        The restart is the one after a crash (same identity, addresses, handlers and
+        subscriptions; counted in `restarts`, ``reason`` kept as `last_stop_reason`), for
+        a host that runs but no longer works (e.g. a listener that admits no new peer).
+
+        Raises:
+            HostNotRunning: the host is not running.
+            HostError: the host is not supervised (``restart_on_failure`` is off), or
+                its thread did not stop in time.
+        """
+        if not self.running:
+            raise HostNotRunning("libp2p host is not running")
+        if self._supervisor is None:
+            raise HostError("libp2p host is not supervised: nothing would restart it")
+        self._restart_reason = reason
+        await self._bridge.halt()  # no stop requested: the supervisor takes over
 
     def status(self) -> dict[str, Any]:
         """JSON-ready health of the host (``/api/status`` → ``libp2p``).
