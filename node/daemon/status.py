@@ -99,6 +99,7 @@ class DaemonStatus:
                 "served": self.server.served_requests,
                 "inFlight": self.server.admission.in_flight,
                 **self.server.admission.stats.to_dict(),
+                "queue": self.server.fair.stats.to_dict(),
             },
             "attestations": self.attest.counters(),
             "validator": None if worker is None else worker.status(),

@@ -49,6 +49,7 @@ from p2p.libp2p.exchange.wire import (
     write_frame,
     write_json,
 )
+from p2p.libp2p.fair_queue import FairAdmission
 from p2p.libp2p.framing import FrameType
 from p2p.libp2p.host import P2PHost
 from p2p.peer_json import PeerJsonError
@@ -92,6 +93,8 @@ class ExchangeServer:
         self.scores = scores
         self._head_records = head_records
         self.admission = admission or Admission(_admission_limits(self.limits))
+        #: Requests refused only for shared capacity wait in per-peer queues served in turn.
+        self.fair = FairAdmission(self.admission)
         self.served_requests = 0
 
     def register(self, host: P2PHost) -> None:
@@ -156,7 +159,7 @@ class ExchangeServer:
             raise Misbehaved("expected a REQUEST frame", Offence.PROTOCOL_ERROR)
         request = reader.json(frame)
         op = request.get("op")
-        ticket = self.admission.admit(peer, op if op in ("head", "blocks", "object") else "head")
+        ticket = await self.fair.admit(peer, op if op in ("head", "blocks", "object") else "head")
         if isinstance(ticket, Busy):
             await self._busy(stream, ticket)
             return
@@ -172,7 +175,7 @@ class ExchangeServer:
         else:
             self.served_requests += 1
         finally:
-            self.admission.release(ticket)
+            self.fair.release(ticket)
 
     async def _busy(self, stream: Any, busy: Busy) -> None:
         answer = {
