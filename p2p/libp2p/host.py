@@ -61,6 +61,7 @@ from p2p.libp2p.identity import load_or_create_identity, parse_peer_id
 from p2p.libp2p.inbound import InboundStats, install_inbound_guard
 from p2p.libp2p.listen_ports import check_listen_ports
 from p2p.libp2p.pubsub_guard import GuardedPubsub, GuardStats
+from p2p.libp2p.quiet_logs import install_log_filters
 from p2p.libp2p.settings import (
     DEFAULT_BOOTSTRAP_ATTEMPTS,
     DEFAULT_BOOTSTRAP_RETRY_DELAY_S,
@@ -156,6 +157,7 @@ class P2PHost:
         self._supervisor: asyncio.Task[None] | None = None
         self._restart_reason: str | None = None
         self.scores.add_ban_listener(self._on_ban)
+        install_log_filters()  # py-libp2p errors a peer provokes at will: one line each
 
     def __repr__(self) -> str:
         return f"P2PHost(peer_id={self._peer_id!r}, running={self.running})"
