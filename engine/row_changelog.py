@@ -18,9 +18,9 @@ subset's images, so the folded output is the query's answer over the folded inpu
 any split of the input into pulls. Within one output slice the rows are grouped rather
 than kept in input order (a query's output carries no input offset to restore it by), and
 that is why corrections become plain retractions and appends: RFC-015 requires a ``+C`` to
-follow its ``-C`` immediately, which grouped runs cannot give (an earlier version wrote the
-``+C`` rows before the ``-C`` rows: a changelog a strict reader, such as a ChangelogStream
-merge, refuses). Adds before removes keeps the changelog well formed read in order: a
+follow its ``-C`` immediately, which grouped runs cannot give (``+C`` rows written before their
+``-C`` rows make a changelog a strict reader, such as a ChangelogStream merge,
+refuses). Adds before removes keeps the changelog well formed read in order: a
 removal always comes after the row it removes, which may have been added in the same
 slice. Flink keeps the pair, in input order; folded, the outputs are the same.
 A query that selects ``op`` itself writes its own.

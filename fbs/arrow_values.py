@@ -3,7 +3,7 @@
 pyarrow imports pandas (when installed) the first time it converts a Python value:
 ``pa.scalar``, ``pa.array`` of a list or range, ``.as_py()`` of a timestamp, a compute
 function given a plain ``int``. That import costs 0.2-0.5 s, several times the work of
-a small CLI command and a quarter of the budget of a 1M-row ingest (issue 15.3). The hot
+a small CLI command and a quarter of the budget of a 1M-row ingest. The hot
 paths of ingest and of the logical hash build their constants here instead: the values
 are packed with `struct` and wrapped with ``pa.Array.from_buffers``, which converts
 nothing.

@@ -15,7 +15,7 @@ Signed bytes (`HeadRecord.signing_message`), all integers big-endian::
 and `fbs.keys` adds its own context and the domain `HEAD_RECORD_DOMAIN` in front, so a
 head-record signature is never valid for another message kind.
 
-**Version 2** adds the publisher's name for the dataset (issue 14.5: replicas get a
+**Version 2** adds the publisher's name for the dataset (so replicas get a
 readable default alias, and since the name is signed with the dataset key no peer can
 rename someone else's dataset). Its signed bytes are those of version 1 with format
 version 2 in the header and ``u8 length || name (UTF-8, a [account/]name alias)``

@@ -1,4 +1,4 @@
-"""Bounded JSON decoding of what peers send (issue 18.6).
+"""Bounded JSON decoding of what peers send.
 
 `json.loads` alone is not safe on hostile input: deep nesting escapes as
 `RecursionError`, a 5,000-digit integer as `ValueError` (CPython's int-to-str guard),

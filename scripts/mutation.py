@@ -1,4 +1,4 @@
-"""Mutation testing of one module with the tests that cover it (mutmut 3, issue 19).
+"""Mutation testing of one module with the tests that cover it (mutmut 3).
 
 Run it through ``scripts/mutation``. The repository is never touched: the working tree's
 tracked and untracked (not ignored) files are copied to a private directory, mutmut runs

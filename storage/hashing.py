@@ -92,8 +92,8 @@ def arrow_input(source: Source) -> Any:
     the file and may drop it after the read has returned. Dropping the last reference to a
     Python file object takes the GIL, and a pool thread that takes the GIL while the
     interpreter exits is ended with ``pthread_exit``: the unwind through Arrow's
-    ``std::thread`` aborts the process ("terminate called without an active exception",
-    issue 13.1). So an OS-level file is reopened natively through ``/proc/self/fd`` (the
+    ``std::thread`` aborts the process ("terminate called without an active exception").
+    So an OS-level file is reopened natively through ``/proc/self/fd`` (the
     very file the descriptor names, whatever its path names now); paths are returned as
     they are (Arrow opens them natively); other file objects (no descriptor, no /proc)
     are returned unchanged. The caller closes what it gets if it is not ``source``.

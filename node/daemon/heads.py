@@ -185,7 +185,7 @@ class HeadWatcher:
 
 
 def _publishable_name(ws: Workspace, did: DatasetId) -> str | None:
-    """The local alias of ``did`` if it can travel in a head record (issue 14.5)."""
+    """The local alias of ``did`` if it can travel in a head record."""
     try:
         alias = ws.resolve(did).alias
         DatasetAlias.parse(alias)

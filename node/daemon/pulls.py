@@ -11,7 +11,7 @@ retry with jittered exponential backoff, and resume: objects already stored are 
 peers. Heads heard of (`PullScheduler.known`), queued pulls and the last finished ones
 (`PullRecord`) are kept for ``/api/status``.
 
-Retries never give up on a head while it is the newest one wanted (issue 18.2: a peer
+Retries never give up on a head while it is the newest one wanted (a peer
 that answers ``busy`` under abuse must not make an honest follower drop the head): after
 ``pull_attempts`` fast tries the delay stays at `MAX_RETRY_DELAY_S`; each delay is
 jittered (so followers told ``busy`` together do not come back together), and a newer

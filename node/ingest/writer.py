@@ -6,7 +6,7 @@ then the data columns, with names from the dataset vocabulary; rows are ordered 
 offset (contiguous from ``start_offset``). Parquet: snappy compression, the Arrow schema
 embedded, row groups of `ROW_GROUP_ROWS` rows (batches are gathered up to that, or up to
 `ROW_GROUP_MAX_BYTES` of Arrow data), and encodings that make the system columns nearly
-free (issue 15.3): ``offset``, an arithmetic sequence, as ``DELTA_BINARY_PACKED`` (a few
+free: ``offset``, an arithmetic sequence, as ``DELTA_BINARY_PACKED`` (a few
 bytes per 256 values); every other column dictionary-encoded as pyarrow does by default
 (a constant ``op`` or ``system_time`` is one dictionary entry and a run), except a flat
 column whose first rows are mostly distinct values (`dictionary_columns`): it is written

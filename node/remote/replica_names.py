@@ -1,4 +1,4 @@
-"""The local alias of a new replica (issue 14.5): the publisher's signed name when free.
+"""The local alias of a new replica: the publisher's signed name when free.
 
 A head record of version 2 (`p2p.head_record`) carries the publisher's alias of the
 dataset, signed with the dataset key, so the name a replica gets cannot be chosen by

@@ -1,4 +1,4 @@
-"""Fair admission of exchange requests per peer (issue 18.2 and 18.4). Pure: no I/O.
+"""Fair admission of exchange requests per peer. Pure: no I/O.
 
 The object exchange server (`p2p.libp2p.exchange.server`) asks an `Admission` before it does
 any work for a peer, and tells it when the work ends. The rules, each with a named

@@ -12,8 +12,8 @@ A streamed payload is never gathered by the decoder, so its consumer can refuse 
 frame from its header and bound what it holds itself.
 
 Limits are checked from the length prefix, the moment its five header bytes are fed:
-a frame over its limit raises `FrameTooLarge` before any of its payload is kept (issue
-18.3), and the decoder is dead afterwards (the stream must be reset: there is no way
+a frame over its limit raises `FrameTooLarge` before any of its payload is kept,
+and the decoder is dead afterwards (the stream must be reset: there is no way
 to resynchronise a length-prefixed stream).
 
 The async adapter over libp2p streams is in `p2p.libp2p.exchange`.

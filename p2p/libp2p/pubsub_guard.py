@@ -28,12 +28,12 @@ What this module does instead, in one place:
   `p2p.peers.PeerScores` (two such offences ban it; the host then disconnects it and
   resets its streams). A message that makes ``push_msg`` raise is dropped and its
   forwarder penalised the same way. Streams of banned peers are reset unread.
-* Gossip floods (issue 18.5) are cut before they cost a signature check: each forwarder
+* Gossip floods are cut before they cost a signature check: each forwarder
   has a token bucket (`DEFAULT_GOSSIP_RATE_PER_PEER` messages/s, burst
   `DEFAULT_GOSSIP_BURST_PER_PEER`); a message over it is dropped unread and costs the
   forwarder `Offence.RATE_EXCEEDED`. A message whose libp2p signature does not verify
-  costs `Offence.INVALID_MESSAGE` (upstream drops it silently, so a flood of them was
-  free). Messages forwarded by a banned peer are dropped at once. Together with the
+  costs `Offence.INVALID_MESSAGE` (upstream drops it silently, so a flood of them would
+  be free). Messages forwarded by a banned peer are dropped at once. Together with the
   content validators (`p2p.libp2p.host.P2PHost.subscribe`, which penalise forwarders of invalid
   records) a flooding peer is banned, then disconnected and refused, within a second.
 * `guard_stream_handlers` wraps the other handlers py-libp2p registers on the host

@@ -7,7 +7,7 @@ appends the received blocks to a dataset with one head move. The chain here is a
 schema and watermark-only AddData blocks (built without fsync: that is not measured).
 Each run appends all of it to a fresh empty dataset, as a clone does, in three ways:
 
-- **per-block put** (the baseline, how blocks were stored before `put_many`): each block
+- **per-block put** (the baseline, without `put_many`): each block
   through `ObjectStore.put`: temp file, fsync, rename, fsync of the directory;
 - **put_many, fsync each**: `ObjectStore.put_many` where ``syncfs`` is unavailable: every
   temp file fsynced, renames, one directory fsync;
@@ -89,7 +89,7 @@ def timed_append(dest: Path, raws: list[bytes], ops: FsOps, per_block: bool) -> 
     FsOps().syncfs(dest)  # start clean: nobody's dirty pages but ours are flushed
     original = vars(DiskObjectStore)["put_many"]
     if per_block:
-        setattr(DiskObjectStore, "put_many", _per_block_put)  # noqa: B010 - the old code path
+        setattr(DiskObjectStore, "put_many", _per_block_put)  # noqa: B010 - the baseline
     try:
         t0 = time.perf_counter()
         ds.append_blocks_bytes(raws)

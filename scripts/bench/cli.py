@@ -6,7 +6,7 @@ Usage: .venv/bin/python scripts/bench/cli.py [--repeat 21] [--runs 2000] [--jobs
 Builds a workspace of 20 root datasets (``odf add``; 3 of them get 3 ingested slices, so
 ``odf verify --integrity`` reads Parquet), then
 
-1. start time (issue 15.1): the median wall time of ``--repeat`` sequential runs of
+1. start time: the median wall time of ``--repeat`` sequential runs of
    ``python -c pass`` (the venv's interpreter: the floor), ``odf --help``, ``odf list``,
    ``odf log DS``, ``odf log -n 1 DS`` and ``odf node status`` (no node running: exit 3),
    ``odf sql "SELECT 1"`` and ``odf sql "SELECT count(*) ..."`` (3 slices, embedded
@@ -21,8 +21,8 @@ Builds a workspace of 20 root datasets (``odf add``; 3 of them get 3 ingested sl
    source at each start instead;
 2. exits: ``--runs`` processes cycling through ``odf list``, ``odf log DS`` and
    ``odf verify --integrity``, ``--jobs`` at a time; prints the number of non-zero exit
-   codes (by code, with the last stderr line of the first few). Issue 13 item 1: SIGABRT
-   (134) at interpreter exit.
+   codes (by code, with the last stderr line of the first few). The failure looked for:
+   SIGABRT (134) at interpreter exit.
 
 Exit status 1 when any run exited non-zero. Set PYTHONPATH to a checkout to measure it
 with this venv (e.g. a ``git archive`` of an older commit).

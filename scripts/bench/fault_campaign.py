@@ -1,4 +1,4 @@
-"""The fault campaign of issue 13 at scale: N seeded single faults in a root and a
+"""The fault campaign at scale: N seeded single faults in a root and a
 derivative dataset, and what ``odf verify --integrity`` and every read make of them.
 
 Usage: .venv/bin/python scripts/bench/fault_campaign.py [--faults 1000] [--seed 20261125]

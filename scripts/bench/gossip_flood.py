@@ -1,4 +1,4 @@
-"""Gossip flood benchmark (issue 18.5): a node's own head gets out while a peer floods it.
+"""Gossip flood benchmark: a node's own head gets out while a peer floods it.
 
 Usage: .venv/bin/python scripts/bench/gossip_flood.py [--rate 1500] [--seconds 3] [--runs 5]
 
@@ -16,7 +16,7 @@ messages/s (`tests.p2p.hostile`). Measured in the same run:
 
 Printed per attack: announcement latency (median, worst) and the ratio to the baseline,
 messages M wrote before B cut it off, how long that took, what B's gates counted, and
-whether B banned M. Target (issue 18.5): own head announced within 1 s under a
+whether B banned M. Target: own head announced within 1 s under a
 1,500 msg/s flood.
 """
 

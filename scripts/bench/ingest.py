@@ -1,6 +1,6 @@
-"""Ingest benchmarks (issues 3, 15.3). Ratios are against baselines measured in the same run.
+"""Ingest benchmarks. Ratios are against baselines measured in the same run.
 
-1. End to end (issue 15.3; ``--e2e-rows``, default 1M and 10M): the CLI process ``odf
+1. End to end (``--e2e-rows``, default 1M and 10M): the CLI process ``odf
    ingest bench FILE.csv`` (Append, hashes, commit; a fresh workspace each run) vs a
    Python process doing bare pyarrow on the same file: read the CSV, write it with
    ``pq.write_table``'s defaults, SHA3-256 the file ("pyarrow read+write+SHA3"), and,
@@ -9,10 +9,10 @@
    interleaved ``--e2e-repeat`` times. Printed: each one's range and median, the ratio
    baseline/ingest of each interleaved pair (target >= 0.7 at 1M rows, >= 0.8 at 10M),
    and the slice size against pyarrow's file for the same data columns (target <= 1.1).
-   The CSV is the issue's: 1M rows ~75 MiB of mixed types. Every process runs from
+   The CSV: 1M rows, ~75 MiB of mixed types. Every process runs from
    compiled bytecode, as an installed package does (`_process_env`: a bytecode cache in
    the bench's directory, filled by one untimed warm-up run of each; this tree is worked
-   on with ``PYTHONDONTWRITEBYTECODE=1``, which made every ``odf`` process compile its
+   on with ``PYTHONDONTWRITEBYTECODE=1``, which makes every ``odf`` process compile its
    ~60 modules from source: ~0.12 CPU-s that no installed ``odf`` pays).
 2. In-process Append ingest (``--rows``, default 5M) vs the in-process pyarrow pipeline
    (read CSV batches, write Parquet, SHA3), alternated ``--repeat`` times.

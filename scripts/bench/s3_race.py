@@ -1,4 +1,4 @@
-"""S3 compare-and-swap at the issue's numbers, on a real SeaweedFS server on loopback.
+"""S3 compare-and-swap under contention, on a real SeaweedFS server on loopback.
 
 Usage: .venv/bin/python scripts/bench/s3_race.py [--writers 8] [--commits 20]
        [--creators 16] [--rounds 3] [--no-cas-check]

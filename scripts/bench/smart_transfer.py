@@ -21,7 +21,7 @@ objects quarantined, hashed, fsynced, adopted, one head move), through:
 Prints, best of ``--runs`` per protocol, the whole pull and its *transfer* part (the
 pull less the final commit, `p2p.receive.commit_received`, which writes every block
 durably and is the same code and cost whatever the protocol), and the ratios simple /
-smart (issue 14 target: >= 5x); every pull's line has the client's CPU seconds (user,
+smart (target: >= 5x); every pull's line has the client's CPU seconds (user,
 system). ``--latency-ms`` delays every HTTP request on the
 server (a WebSocket only at its upgrade: its three round trips are not delayed), as a
 network round trip would: the simple protocol pays it once per block. Every protocol

@@ -1,4 +1,4 @@
-"""Sync benchmarks of issue 5: verified pulls vs their limits, 3 peers vs 1, propagation.
+"""Sync benchmarks: verified pulls vs their limits, 3 peers vs 1, propagation.
 
 Usage: .venv/bin/python scripts/bench/sync.py [--mb 1024] [--runs 3] [--nodes 10]
        [--skip-propagation]

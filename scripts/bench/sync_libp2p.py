@@ -13,7 +13,7 @@ connected over TCP on 127.0.0.1 (noise + yamux). Measured in the same run, alter
 - **sha3**: SHA3-256 of the same bytes in memory (the hashing ceiling).
 
 Figures: MiB/s of each (best of ``--runs``), and the ratio exchange / bare, best and
-median (issue target >= 0.8). Both hosts share the machine with whatever else runs:
+median (target >= 0.8). Both hosts share the machine with whatever else runs:
 use several runs on a busy machine.
 """
 

@@ -1,4 +1,4 @@
-"""``odf tail`` on a long history (issue 15.4): it reads the newest slices, not all of them.
+"""``odf tail`` on a long history: it reads the newest slices, not all of them.
 
 Usage: .venv/bin/python scripts/bench/tail.py [--slices 200] [--rows 5000000] [--repeat 9]
        [--full]
@@ -16,7 +16,7 @@ then times, in the same run:
 * for comparison, the whole-table read that ``tail`` did before (``to_arrow``), when the
   dataset has at most 10M rows.
 
-``--full`` builds the issue's size: 200 slices of 50M rows in all (takes minutes: every
+``--full`` builds the target size: 200 slices of 50M rows in all (takes minutes: every
 slice is hashed logically when committed).
 """
 

@@ -1,4 +1,4 @@
-"""Cost of verified reads (issue 13.2): a full read / ``odf export`` with every slice
+"""Cost of verified reads: a full read / ``odf export`` with every slice
 checked against its block, vs the same read unverified, in the same run.
 
 Usage: .venv/bin/python scripts/bench/verified_reads.py [--mb 200] [--slices 20] [--repeat 9]

@@ -1,4 +1,4 @@
-"""``odf verify --integrity`` against the I/O floor (issue 15.5): SHA3 of the same files.
+"""``odf verify --integrity`` against the I/O floor: SHA3 of the same files.
 
 Usage: .venv/bin/python scripts/bench/verify.py [--datasets 2] [--slices 6]
        [--rows 1000000] [--repeat 3]
@@ -9,13 +9,13 @@ a population; about 15 MiB of Parquet per million rows), then times, alternating
 each round so load hits every side alike:
 
 * the floor: SHA3-256 of every slice file, read and hashed one after the other (what
-  ``sha3sum`` does; the issue's baseline), and the same on every core for reference;
+  ``sha3sum`` does; the baseline), and the same on every core for reference;
 * `storage.verify.verify_integrity` of every dataset in-process: cold (no record of
   slices found sound: every slice is decoded for its logical hash and offsets) on one
   thread (``workers=1``) and on every core (the default), and warm (each slice read and
   SHA3-hashed; those found sound before are not decoded again);
 * ``odf verify --integrity`` as a whole process, cold and warm, from compiled bytecode
-  (a cache filled by one untimed run first). Since session 9 it checks sizes and physical
+  (a cache filled by one untimed run first). It checks sizes and physical
   hashes only (kamu's integrity check), so cold and warm do the same work; the logical
   hashes are the in-process rows' (``--logical-hashes``, a full verify, validators).
 

@@ -527,7 +527,7 @@ def test_a_split_window_result_with_a_map_column_sorts_by_the_other_columns(
 ) -> None:
     """A window result computed across partitions is sorted by its columns except map
     columns, which Spark cannot order by: a map in the output is written, the rows sorted
-    by the others (found by mutation testing, issue 19)."""
+    by the others."""
     query = (
         "SELECT window(event_time, '1 hour').start AS event_time, k, "
         "map('n', count(*)) AS m FROM ev GROUP BY window(event_time, '1 hour'), k"
@@ -555,8 +555,7 @@ def test_a_changelog_row_changed_in_its_first_column_only_is_replaced(
     engine: InProcessEngine, tmp_path: Path
 ) -> None:
     """The multiset difference to the live output compares every column: a row whose first
-    column alone changed is retracted and appended again (found by mutation testing,
-    issue 19)."""
+    column alone changed is retracted and appended again."""
     query = "SELECT max(event_time) AS event_time, k FROM ev GROUP BY k"
     ev = InputStream("ev", EVENTS, tmp_path / "in")
     runner = StreamRunner(engine, [ev], [(None, query)], tmp_path / "out")
@@ -576,7 +575,7 @@ def test_retained_rows_of_an_older_input_schema_are_read_with_the_new_rows(
 ) -> None:
     """An input whose schema gained a column since the rows were retained: the retained rows
     are read under their own schema and joined to the new rows by name, the new column
-    null for them (found by mutation testing, issue 19)."""
+    null for them."""
     query = "SELECT max(event_time) AS event_time, k, count(*) AS n FROM ev GROUP BY k"
     ev = InputStream("ev", EVENTS, tmp_path / "in")
     runner = StreamRunner(engine, [ev], [(None, query)], tmp_path / "out")
@@ -598,7 +597,7 @@ def test_a_window_float_sum_adds_its_rows_in_offset_order(
     """A window query whose aggregate depends on the order of its rows (a float sum) is
     computed over its input as one partition in offset order, retained rows first, so a
     replay adds in the same order: 1 + 1e16 - 1e16 is 0.0 in that order, 1.0 if the new rows
-    were summed apart (found by mutation testing, issue 19)."""
+    were summed apart."""
     query = (
         "SELECT window(event_time, '1 hour').start AS event_time, "
         "sum(CAST(v AS DOUBLE)) AS s FROM ev GROUP BY window(event_time, '1 hour')"
@@ -622,7 +621,7 @@ def test_a_window_float_sum_adds_its_rows_in_offset_order(
 def test_the_plan_facts_cache_holds_256_queries(engine: InProcessEngine, tmp_path: Path) -> None:
     """The engine process remembers the plan facts of at most `PLAN_FACTS_CACHE_SIZE` = 256
     queries, the least recently used forgotten first: with 256 remembered, a new query's
-    facts push out exactly the oldest (the limit pinned at its boundary, issue 19)."""
+    facts push out exactly the oldest (the limit pinned at its boundary)."""
     facts = execute._PlanFacts(execute.MODE_CHANGELOG, False, bounded=False)
     execute._PLAN_FACTS.update({("other query", i): facts for i in range(256)})
     query = "SELECT max(event_time) AS event_time, k, count(*) AS n FROM ev GROUP BY k"

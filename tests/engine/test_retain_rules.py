@@ -1,7 +1,7 @@
 """The rules of the retained rows (engine.streaming.retain) that the pruned-read property of
 tests/engine/test_retain.py does not pin: where they are written, which files are read in
 which order, schema evolution, and when a row group's statistics may skip it. Each test names
-the rule it pins (mutation testing, issue 19). Pure pyarrow: no Spark.
+the rule it pins (docs/mutation-testing.md). Pure pyarrow: no Spark.
 """
 
 from __future__ import annotations
@@ -211,8 +211,8 @@ def test_a_file_wholly_before_the_cutoff_gives_no_rows_in_its_schema(tmp_path: P
 def test_rows_retained_before_a_column_was_added_get_it_as_null(tmp_path: Path) -> None:
     """The input's schema gained a column (and lost one) since rows were retained: those rows
     are written in the new schema, the added column null for them, the dropped one gone.
-    (It raised KeyError: a stateful query over an input whose schema evolved failed on its
-    next run; found by mutation testing, issue 19.)"""
+    (Read in the old schema, a stateful query over an input whose schema evolved fails on
+    its next run with KeyError.)"""
     old = _rows(tmp_path / "old.parquet", [0], [BASE_US], gone=pa.array([1], pa.int64()))
     new = _rows(tmp_path / "new.parquet", [1], [BASE_US], w=pa.array(["x"], pa.string()))
     out = tmp_path / "input-0"

@@ -1,6 +1,6 @@
 """The streaming SQL rewrite and its tokenizer, rule by rule (pure text: no Spark).
 
-Written for mutation testing (issue 19, docs/mutation-testing.md): each test names the rule
+Written for mutation testing (docs/mutation-testing.md): each test names the rule
 of `engine.streaming.sqltext` or `engine.streaming.rewrite` it pins, one that could be
 deleted or inverted with `tests/engine/test_rewrite.py` still passing.
 """
@@ -802,7 +802,7 @@ def test_check_matches_names_case_insensitively_and_runs_the_rewrite() -> None:
         )
 
 
-# -- found by mutation testing: rules the tests above did not pin -----------------------------
+# -- rules the tests above do not pin ---------------------------------------------------------
 
 
 def test_group_by_needs_the_two_adjacent_words() -> None:

@@ -1,6 +1,6 @@
 """The stream state's rules (engine.streaming.state): what a checkpoint's ``state.json`` must
 be to be read, and what it reads back as. Each test names the rule it pins (mutation testing,
-issue 19). Pure: no Spark.
+docs/mutation-testing.md). Pure: no Spark.
 """
 
 from __future__ import annotations

@@ -258,8 +258,8 @@ def test_a_changelog_uses_the_output_vocabulary_op_column(
     engine: EngineClient, tmp_path: Path
 ) -> None:
     """Appends and retractions are written under the vocabulary's operation type column
-    (found by mutation testing: a stateful query wrote ``op`` whatever the vocabulary said,
-    and its next run could not read its own output back)."""
+    (a stateful query that wrote ``op`` whatever the vocabulary said could not read its own
+    output back on its next run)."""
     query = "SELECT max(event_time) AS event_time, k, count(*) AS n, sum(v) AS s FROM ev GROUP BY k"
     rows = _events(7, 12)
     ev = InputStream("ev", EVENTS, tmp_path / "in")
@@ -663,9 +663,8 @@ def test_an_input_without_rows_yet_is_read_empty_on_the_next_run(
     """A stateful query over two inputs, one of them with a schema but no rows yet on the
     first run: the second run reads that input's new rows alone (no retained rows; its
     empty retained folder is not read as Parquet, from which Spark cannot infer a schema)
-    (found by mutation testing of `_input_views` 58, issue 19: the input's empty retained
-    folder was listed in state.json, the checkpoint archive kept files only, and the next
-    run refused the state as damaged)."""
+    (the checkpoint archive keeps files only: an empty retained folder listed in state.json
+    would make the next run refuse the state as damaged)."""
     query = (
         "SELECT max(event_time) AS event_time, k, count(*) AS n "
         "FROM (SELECT event_time, k FROM a UNION ALL SELECT event_time, k FROM b) GROUP BY k"

@@ -1,16 +1,17 @@
-"""Query shapes a user-level hunt found answering wrong when their input was split (issue 12).
+"""Query shapes that are easy to answer wrong when their input is split.
 
 Each query runs over the same rows fed one run per row and in one run (then a watermark
 past all data, `tests.engine.test_streaming._run_split`); both folded outputs must equal
-the batch answer, computed here in plain Python. Before the fixes:
+the batch answer, computed here in plain Python. The traps:
 
-- a scalar subquery hides its aggregate inside an expression, where the plan walk did not
-  look: the query ran stateless, each run's subquery seeing that run's rows only;
+- a scalar subquery hides its aggregate inside an expression: the plan walk must look
+  there, or the query runs stateless, each run's subquery seeing that run's rows only;
 - a window over a column *named* like the event time but computed from it in a subquery
-  (shifted, another time zone) ran in window mode, whose lateness and retention follow the
-  input's event time: windows closed before their rows came, or lost rows still needed;
+  (shifted, another time zone) must not run in window mode, whose lateness and retention
+  follow the input's event time: windows would close before their rows came, or lose rows
+  still needed;
 - a stateful row whose event time is NULL (an outer join's unmatched side, an aggregate
-  over no rows) waited for a watermark that can never pass it: it was never emitted.
+  over no rows) is final at once: no watermark can pass it, so waiting would never emit it.
 """
 
 from __future__ import annotations

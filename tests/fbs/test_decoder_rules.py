@@ -1,4 +1,4 @@
-"""Decoder checks that a mutation run showed could be deleted or shifted unnoticed (issue 19).
+"""Decoder checks that other tests leave unpinned: each could be deleted or shifted unnoticed.
 
 Each test names the check of `fbs.codec.decoder` it pins and matches that check's own
 message: the decoder's generic fallback also turns stray ``struct.error`` / ``IndexError``

@@ -1,4 +1,4 @@
-"""Dictionary-encoded arrays fed to a digest of their value type (issue 15.5).
+"""Dictionary-encoded arrays fed to a digest of their value type.
 
 A Parquet reader hands dictionary-encoded string columns over as Arrow dictionaries most
 cheaply; the logical hash must then be bit-identical to the hash of the decoded values.

@@ -1,4 +1,4 @@
-"""Logical-hash machinery that a mutation run showed was unpinned (issue 19).
+"""Logical-hash machinery that differential tests leave unpinned.
 
 The chunking, splitting and threading code never changes the digest when it is right,
 so differential tests alone cannot notice when it goes wrong in a way that only shows on

@@ -1,4 +1,4 @@
-"""Bad inputs through the real ``odf`` executable (issue 13, items 4 and 5).
+"""Bad inputs through the real ``odf`` executable.
 
 Every refusal must exit with the documented code, print exactly one line
 ``odf: error: ...`` on stderr (never a traceback) and leave the workspace byte-for-byte as
@@ -201,7 +201,7 @@ def test_add_refuses_invalid_manifest(odf: Odf, text: str, needle: str) -> None:
 
 def test_add_account_name_is_valid(odf: Odf) -> None:
     path = str(odf.file(manifest("alice/pop"), ".yaml"))
-    odf.refused("add", path)  # a '/' needs the acting account (issue 14.3)
+    odf.refused("add", path)  # a '/' needs the acting account
     odf.run("add", "--account", "alice", path)
     assert "alice/pop" in odf.run("list", "--output-format", "json").stdout
 

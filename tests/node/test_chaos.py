@@ -1,4 +1,4 @@
-"""Hostile peers against a real node (issue 18): the node stays on the network under abuse.
+"""Hostile peers against a real node: the node stays on the network under abuse.
 
 Node A (``odf node run`` subprocess) owns a dataset; node B (another subprocess) follows
 it. A hostile peer, written here (a `P2PHost` in the test process plus the raw frames
@@ -42,7 +42,7 @@ from tests.p2p.sync_helpers import add_slices, make_dataset, new_workspace
 
 pytestmark = [pytest.mark.timeout(300), pytest.mark.slow]
 
-#: The RSS growth a node may show under any attack (issue 18.3).
+#: The RSS growth a node may show under any attack.
 MAX_RSS_GROWTH = 200 << 20
 #: How long each attack runs (seconds) before the replication deadline starts counting.
 ATTACK_S = 6.0

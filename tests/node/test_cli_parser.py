@@ -1,7 +1,7 @@
 """The ``odf`` parser built for one command parses exactly as the whole tree does.
 
-`node.cli.main` builds only the chosen command's parsers (issue 15.1: not every command
-module imported and ~35 parsers built at each start). These tests hold the lazy tree to
+`node.cli.main` builds only the chosen command's parsers (so a start neither imports every
+command module nor builds ~35 parsers). These tests hold the lazy tree to
 the whole one: same commands, same help texts, same parse results, same errors.
 """
 

@@ -1,12 +1,12 @@
 """The ``odf`` command as real processes: what it imports, and that it always exits cleanly.
 
-Issue 13 item 1: ``odf verify --integrity`` printed ``OK`` and then died with SIGABRT
-(134, "terminate called without an active exception") in about 1 of 50 runs. A pool thread
-of Arrow's dataset scanner held the last reference to a Parquet reader over a Python file
-object and dropped it (which takes the GIL) while the interpreter was finalizing; Python
+A clean exit: ``odf verify --integrity`` must never print ``OK`` and then die with SIGABRT
+(134, "terminate called without an active exception"). That happens when a pool thread
+of Arrow's dataset scanner holds the last reference to a Parquet reader over a Python file
+object and drops it (which takes the GIL) while the interpreter is finalizing; Python
 then ends that thread with ``pthread_exit`` and the forced unwind through Arrow's
-``std::thread`` frame calls ``std::terminate``. `storage.verify` now decodes such files
-synchronously on the calling thread. Issue 15 item 1: metadata commands import only what
+``std::thread`` frame calls ``std::terminate``. So `storage.verify` decodes such files
+synchronously on the calling thread. A fast start: metadata commands import only what
 they use (no grpc, Spark, pandas or Arrow's dataset/Acero modules).
 """
 
@@ -109,7 +109,7 @@ def test_metadata_commands_do_not_import_heavy_modules(
     assert heavy == []
 
 
-#: Beyond HEAVY, what listing, ``node status`` and help leave out (issue 15.1): the
+#: Beyond HEAVY, what listing, ``node status`` and help leave out: the
 #: flatbuffer model and codec, the dataset layer, asyncio, signing keys, rich's emoji table.
 MODEL = (
     "fbs.model",
@@ -124,7 +124,7 @@ MODEL = (
 #: What ``odf log`` leaves out when it decodes blocks (JSON/YAML output, or a table of
 #: blocks not seen before): only the model may come in.
 NOT_FOR_LOG = ("storage.workspace", "asyncio", "nacl", "fbs.keys", "rich._emoji_codes")
-#: What ``odf tail`` leaves out (issue 15.4): the Python API and the ingest pipeline, and
+#: What ``odf tail`` leaves out: the Python API and the ingest pipeline, and
 #: pandas (pyarrow imports it to convert timestamps, or on building arrays from lists),
 #: pyarrow.compute (a cast imports it) and numpy (a third of its start: `node.numpy_free`).
 NOT_FOR_TAIL = (
@@ -156,7 +156,7 @@ NOT_FOR_TAIL = (
 def test_metadata_commands_import_only_what_they_use(
     workspace: dict[str, str], argv: list[str], code: int, unwanted: tuple[str, ...]
 ) -> None:
-    """Issue 15.1. ``odf list`` answers from the chain-state caches and an ``odf log``
+    """``odf list`` answers from the chain-state caches and an ``odf log``
     table from the block-rows cache (the first run after a commit refreshes them through
     the dataset layer, so run list and the command once first)."""
     subprocess.run([odf_exe(), "list"], env=workspace, check=True, capture_output=True)
@@ -211,7 +211,7 @@ def test_hundreds_of_cli_processes_all_exit_zero(workspace: dict[str, str]) -> N
 
 
 def test_append_ingest_imports_no_pandas(tmp_path: Path) -> None:
-    """Issue 15.3: pyarrow imports pandas on its first conversion of a Python value (0.2-0.5 s
+    """pyarrow imports pandas on its first conversion of a Python value (0.2-0.5 s
     of a CLI run); the Append ingest path builds its Arrow constants from buffers instead."""
     env = {**os.environ, "ODF_WORKSPACE": str(tmp_path)}
     subprocess.run([odf_exe(), "init"], env=env, check=True, capture_output=True, cwd=tmp_path)
@@ -227,7 +227,7 @@ def test_append_ingest_imports_no_pandas(tmp_path: Path) -> None:
     assert heavy == []
 
 
-#: What ``odf ingest`` leaves out (issue 15.3): numpy (a sixth of a small ingest's run:
+#: What ``odf ingest`` leaves out: numpy (a sixth of a small ingest's run:
 #: `node.numpy_free`), pandas, and ed25519 signing (an ingest signs nothing).
 NOT_FOR_INGEST = ("numpy", "pandas", "cloudpickle", "nacl", "fbs.keys")
 
@@ -276,7 +276,7 @@ def test_ingest_imports_no_numpy(tmp_path: Path, merge: str) -> None:
 
 
 def test_cold_verify_imports_no_pandas(workspace: dict[str, str]) -> None:
-    """Issue 15.5: a first verify decodes every slice for its logical hash and offsets,
+    """A first verify decodes every slice for its logical hash and offsets,
     without pandas (pyarrow imports it on its first conversion of a Python value)."""
     shutil.rmtree(Path(workspace["ODF_WORKSPACE"]) / ".odf" / "cache", ignore_errors=True)
     code, heavy = imported_heavy(workspace, ["verify", "--integrity"])

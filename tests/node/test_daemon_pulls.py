@@ -1,4 +1,4 @@
-"""The daemon's pull retry policy (issue 18.2): busy peers never make a follower drop a head.
+"""The daemon's pull retry policy: busy peers never make a follower drop a head.
 
 `PullScheduler._pull_once` is replaced by a scripted one (the transfer itself is tested
 in tests/p2p); what is tested here is when the scheduler tries again, when it stops,

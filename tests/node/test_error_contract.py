@@ -1,4 +1,4 @@
-"""One error contract for the CLI (issue 13 item 6), checked on real ``odf`` processes.
+"""One error contract for the CLI, checked on real ``odf`` processes.
 
 Exit 1 is for bugs only; every other failure is exactly one ``odf: error: ...`` line on
 stderr and a documented code (0 success, 1 internal error, 2 usage, 3 not found,
@@ -6,9 +6,9 @@ stderr and a documented code (0 success, 1 internal error, 2 usage, 3 not found,
 (an object that differs from its metadata or is gone, a lost head) is 5 and the message
 points at ``odf verify``.
 
-Measured on main: an appended-to data file made ``tail``/``export`` exit 1; a deleted
-``refs/head`` made every command treat the dataset as empty and succeed; a deleted block
-exited 3 without the hint; an engine that cannot be reached exited 1.
+The cases that are easy to get wrong: an appended-to data file (5, not 1); a deleted
+``refs/head`` (5: the dataset is not empty); a deleted block (5 with the hint, not 3);
+an engine that cannot be reached (7, not 1).
 """
 
 from __future__ import annotations

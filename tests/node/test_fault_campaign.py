@@ -1,4 +1,4 @@
-"""A seeded fault campaign (issue 13.8): single faults in every file kind of a root and a
+"""A seeded fault campaign: single faults in every file kind of a root and a
 derivative dataset, and what `odf verify --integrity` and every read make of them.
 
 A pristine workspace is built once (no Spark: the derivative's ExecuteTransform blocks,

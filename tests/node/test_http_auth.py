@@ -1,4 +1,4 @@
-"""No write without authority (issue 13.7): the HTTP API's token, Origin and Host checks.
+"""No write without authority: the HTTP API's token, Origin and Host checks.
 
 Against the real daemon (`node.daemon.service.NodeDaemon`, HTTP on 127.0.0.1, port 0) serving a
 workspace with the demo's push-source dataset, and the real `node.http.api` app. Every
@@ -87,7 +87,7 @@ def city(tmp_path: Path) -> Workspace:
     return city_workspace(tmp_path / "n")
 
 
-# -- the attack of the issue, and the token ------------------------------------------------
+# -- a forged cross-origin write, and the token --------------------------------------------
 
 
 async def test_cross_origin_simple_request_is_refused_and_nothing_changes(

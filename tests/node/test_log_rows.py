@@ -1,4 +1,4 @@
-"""``odf log`` from the block-rows cache (issue 15.1): the same table as from decoded
+"""``odf log`` from the block-rows cache: the same table as from decoded
 blocks, blocks still read and hash-checked, and any doubt sends it back to decoding."""
 
 from __future__ import annotations

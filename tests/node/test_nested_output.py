@@ -1,7 +1,7 @@
 """Nested values (lists, structs, maps, decimals inside them) through every text output of
 ``odf tail``, ``odf export`` and ``odf sql``: CSV cells hold their JSON text, JSON/YAML keep
-the structure, tables show the JSON text. Before, CSV output of a nested column was an
-exit-1 traceback and JSON/YAML held Python reprs (``"['x', 'y']"``).
+the structure, tables show the JSON text. CSV output of a nested column is never an exit-1
+traceback, and JSON/YAML never hold Python reprs (``"['x', 'y']"``).
 
 Real CLI processes over a workspace filled by ``odf add`` + ``odf ingest``; the expected
 values come from the ingested NDJSON itself."""

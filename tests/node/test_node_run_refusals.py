@@ -52,7 +52,7 @@ def test_second_node_on_a_workspace_or_a_taken_port_is_refused_by_name(tmp_path:
 
 def test_a_node_that_cannot_be_reached_is_unavailable_not_a_bug() -> None:
     # `odf node status|peers|follow` on a hung node (SIGSTOP: the HTTP call times out
-    # after `API_TIMEOUT_S`) raised NodeNotRunning, which exited 1 (a bug) before.
+    # after `API_TIMEOUT_S`) raises NodeNotRunning: the node is unavailable, not a bug (1).
     from node.cli_util import EXIT_UNAVAILABLE
     from node.error_contract import exit_code_for
     from node.runfile import NodeAlreadyRunning, NodeNotRunning
@@ -63,7 +63,7 @@ def test_a_node_that_cannot_be_reached_is_unavailable_not_a_bug() -> None:
 
 def test_json_log_holds_only_json_when_libp2p_complains(tmp_path: Path) -> None:
     # py-libp2p detaches its logger at import: its errors (a bootstrap peer that is
-    # down) were printed as bare lines in the middle of the JSON log.
+    # down) would print as bare lines in the middle of the JSON log.
     import json
     import time
 

@@ -1,4 +1,4 @@
-"""`node.render.output`: tables drawn without rich are the ones rich draws (issue 15.1/15.2)."""
+"""`node.render.output`: tables drawn without rich are the ones rich draws."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Replicas are named as their publisher signed the name (issue 14.5)."""
+"""Replicas are named as their publisher signed the name."""
 
 from __future__ import annotations
 

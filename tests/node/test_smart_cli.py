@@ -58,7 +58,8 @@ def test_push_collisions_are_conflicts_named(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     """A push of a dataset the node holds under another name, or to a name another dataset
-    has there: exit 6 with what collided (was: exit 3, "server refused: RefCollision {...}")."""
+    has there: exit 6 (a conflict) naming what collided, not the server's raw
+    "RefCollision {...}"."""
     served, url = node
     monkeypatch.setenv(TOKEN_ENV, token_path(served.root).read_text().strip())
     mine = new_workspace(tmp_path / "mine")

@@ -1,4 +1,4 @@
-"""The short path of ``odf sql`` (issue 15.2): which datasets a query stages, the
+"""The short path of ``odf sql``: which datasets a query stages, the
 slice-list cache that spares decoding chains, and a CLI process that answers as the
 in-process command does without numpy, pandas, rich, the model or the Workspace."""
 

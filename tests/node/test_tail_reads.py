@@ -1,4 +1,4 @@
-"""Reads that do not grow with history (issue 15.4): ``tail -n N`` reads the newest slices
+"""Reads that do not grow with history: ``tail -n N`` reads the newest slices
 that hold N records (verified), ``log -n N`` walks N blocks, ``list`` reads caches."""
 
 from __future__ import annotations

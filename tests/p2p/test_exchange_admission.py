@@ -1,4 +1,4 @@
-"""Per-peer admission of the exchange server between real hosts (issue 18.2, 18.4).
+"""Per-peer admission of the exchange server between real hosts.
 
 A hostile peer parks silent streams, opens more than its share, and asks for objects
 faster than its budget; an honest peer must keep being served, and the hostile one

@@ -1,4 +1,4 @@
-"""Gossip floods against a real node host (issue 18.5 and 18.7): the flooder is cut off.
+"""Gossip floods against a real node host: the flooder is cut off.
 
 Line M - B - C over loopback TCP: M is hostile (it writes pubsub frames straight onto a
 ``/meshsub`` stream, see `tests.p2p.hostile`), B is the node under attack, C an honest peer. While M

@@ -143,7 +143,7 @@ def test_signature_is_deterministic() -> None:
     assert sign_head(KEY, HEAD, 7, T) == RECORD
 
 
-# -- version 2: the publisher's name, signed (issue 14.5) ----------------------------------
+# -- version 2: the publisher's name, signed -----------------------------------------------
 
 NAMED = sign_head(KEY, HEAD, 7, T, "acme/com.acme.prices")
 

@@ -1,7 +1,7 @@
 """Hostile streams against a real node host (loopback TCP): one stream dies, never the host.
 
 py-libp2p 0.8.1 stops the *whole* host when a stream handler or a pubsub task raises; one
-``/meshsub`` frame with a valid length and a garbage body did it (issue 18). Each attack
+``/meshsub`` frame with a valid length and a garbage body does it. Each attack
 here comes from a fresh hostile host; afterwards the node must still run, receive an
 honest peer's gossip and serve the object exchange. `test_supervisor_restarts_a_host_that_stopped`
 covers the fallback: a host stopped by an escape that no guard contains comes back.
@@ -36,7 +36,7 @@ from tests.p2p.sync_helpers import wait_for
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(180)]
 
 TOPIC = "/odf/test-guard"
-#: How long a killed host takes to show it (milliseconds on the old code; generous).
+#: How long a killed host takes to show it (milliseconds when unguarded; generous).
 SETTLE_S = 1.0
 WAIT_S = 30.0
 BOOM = "/odf/test-boom/1.0.0"
@@ -294,7 +294,7 @@ async def test_supervision_can_be_turned_off(tmp_path: Path) -> None:
 
 
 async def test_node_daemon_survives_and_reports_in_status(tmp_path: Path) -> None:
-    # The issue's setting: the daemon of `odf node run`, one garbage /meshsub frame.
+    # The setting in use: the daemon of `odf node run`, one garbage /meshsub frame.
     ws = Workspace.init(tmp_path / "daemon")
     daemon = NodeDaemon(ws, NodeConfig(http_port=0), write_run_file=False)
     await daemon.start()

@@ -1,6 +1,6 @@
 """`p2p.receive`, rule by rule: each test names the rule of the receive path it pins.
 
-Written for mutation testing (issue 19, docs/mutation-testing.md): each rule here could be
+Written for mutation testing (docs/mutation-testing.md): each rule here could be
 deleted or inverted with `tests/p2p/test_receive.py` and the crash tests still passing.
 """
 

@@ -1,4 +1,4 @@
-"""storage.catalog: listing and summaries without the metadata model (issue 15.1, 15.4)."""
+"""storage.catalog: listing and summaries without the metadata model."""
 
 from __future__ import annotations
 

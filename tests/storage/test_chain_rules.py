@@ -1,4 +1,4 @@
-"""Chain rules that a mutation run showed could be deleted unnoticed (issue 19).
+"""Chain rules that other tests leave unpinned: each could be deleted unnoticed without these.
 
 Each test is named after the rule it pins: deleting or weakening that check in
 `storage.chain` makes it fail. The ``rule N: topic:`` prefix that the module documents for

@@ -1,4 +1,4 @@
-"""`logical_hash_parquet` reads dictionary-encoded columns as dictionaries (issue 15.5).
+"""`logical_hash_parquet` reads dictionary-encoded columns as dictionaries.
 
 The hash must equal the hash of the plainly read values whatever the file holds: every
 page dictionary-encoded, pages that fell back to plain encoding (the dictionary read is

@@ -1,9 +1,9 @@
-"""verify sees everything (issue 13 item 3): a lost head, missing blocks and objects,
+"""verify sees everything: a lost head, missing blocks and objects,
 unreadable files and temporary files left by a killed writer; gc removes the stale ones.
 
-Measured on main: deleting a dataset's ``refs/head`` made ``verify --integrity`` say
-``OK (0 blocks, 0 objects)`` and reads return an empty dataset; ``.pending-*`` files
-left by kill -9 during ingest were mentioned by neither ``verify`` nor ``gc``.
+The failures ruled out: a deleted ``refs/head`` must not make ``verify --integrity`` say
+``OK (0 blocks, 0 objects)`` nor reads return an empty dataset; ``.pending-*`` files
+left by kill -9 during ingest must be reported by ``verify`` and, once stale, removed by ``gc``.
 """
 
 from __future__ import annotations

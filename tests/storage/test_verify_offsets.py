@@ -1,4 +1,4 @@
-"""A slice's offsets are checked on the batches its logical hash decodes (issue 15.5):
+"""A slice's offsets are checked on the batches its logical hash decodes:
 one decode per slice, and a defect is found wherever it falls, across batch boundaries
 too."""
 

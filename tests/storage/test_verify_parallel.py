@@ -1,4 +1,4 @@
-"""`verify_integrity` on every core (issue 15.5): the same report as on one thread, sound
+"""`verify_integrity` on every core: the same report as on one thread, sound
 or damaged, and each object read once."""
 
 from __future__ import annotations
@@ -104,7 +104,7 @@ def _logical_hashes(monkeypatch: pytest.MonkeyPatch) -> list[object]:
 def test_sound_slices_are_not_decoded_again(
     root: RootWriter, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Issue 15.5: a repeated verify reads and SHA3-hashes each slice, and decodes none
+    """A repeated verify reads and SHA3-hashes each slice, and decodes none
     whose bytes still hash to the name its block gives (logical hash already checked)."""
     calls = _logical_hashes(monkeypatch)
     first = verify_integrity(root.ds)

@@ -225,7 +225,7 @@ def test_sigkill_then_rerun(tmp_path: Path, point: str) -> None:
 
 
 def test_a_key_recorded_by_the_older_algorithm_is_still_recognised(tmp_path: Path) -> None:
-    """Push input keys are SHA-256 now; a blake2b key recorded before still marks a duplicate."""
+    """Push input keys are SHA-256; a blake2b key of an older release still marks a duplicate."""
     from fbs.model import SourceState
     from node.ingest import pipeline
 

@@ -183,8 +183,9 @@ def _nested_log(t: pa.DataType, value: Any) -> pa.Table:
     ids=["snapshot", "upsert"],
 )
 def test_nested_value_columns_are_compared_by_value(kind: str, strategy: Any) -> None:
-    """Arrow has no comparison kernel for lists, structs or maps: such a column used to
-    end the ingest with a traceback (exit 1), even on its first snapshot."""
+    """Arrow has no comparison kernel for lists, structs or maps: such a column is
+    still compared, never ending the ingest with a traceback (exit 1), even on its first
+    snapshot."""
     t, values = NESTED[kind]
     for old_v in values:
         for new_v in values:

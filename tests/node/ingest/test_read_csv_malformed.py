@@ -1,4 +1,4 @@
-"""Malformed CSV is refused with file, line and column (issue 13.5); odd-but-valid is read."""
+"""Malformed CSV is refused with file, line and column; odd-but-valid is read."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The end-of-file probe (issue 15.3): the fast unterminated-quote check agrees with the exact one.
+"""The end-of-file probe: the fast unterminated-quote check agrees with the exact one.
 
 `read_csv` reads a file holding the quote character followed by a probe record of nulls,
 instead of re-scanning the file with Python's csv reader. For any input, the rows it

@@ -1,6 +1,6 @@
 """The new slice is written into the data store's quarantine and moved in by the commit.
 
-No copy and no second hash of the slice (issue 15.3); nothing is left in the store when
+No copy and no second hash of the slice; nothing is left in the store when
 an attempt commits nothing (bad or empty input, a duplicate) or loses the head race.
 """
 

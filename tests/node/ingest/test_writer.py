@@ -133,7 +133,7 @@ def test_nested_leaves_get_dictionaries_too(tmp_path: Path) -> None:
 
 
 def test_system_columns_cost_almost_nothing(tmp_path: Path) -> None:
-    """A slice is within 1.1x of pyarrow's default file of its data columns (issue 15.3)."""
+    """A slice is within 1.1x of pyarrow's default file of its data columns."""
     n = 300_000
     data = pa.table(
         {
