@@ -316,7 +316,7 @@ def main() -> None:
             part = transfer[other] / transfer[smart]
             print(f"ratio {other} / {smart}: pull {whole:5.1f}x, transfer {part:5.1f}x")
         verdict = "OK" if best["simple"] / best["smart"] >= 5 else "BELOW TARGET"
-        print(f"issue 14 target (simple / smart pull >= 5x): {verdict}")
+        print(f"target (simple / smart pull >= 5x): {verdict}")
         print(f"load average: {load0} at the start, {_load()} at the end")
     finally:
         node.stop()
