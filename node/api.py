@@ -21,7 +21,7 @@ import datetime
 import importlib.util
 from collections.abc import Sequence
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 import pyarrow as pa
 
@@ -35,7 +35,6 @@ from node.errors import UsageError
 from node.ingest.merge import primary_key_of
 from node.ingest.pipeline import (
     IngestResult,
-    PreprocessEngine,
     Progress,
     ingest,
     pull,
@@ -45,6 +44,9 @@ from node.ingest.pipeline import (
 )
 from storage.dataset import Dataset, as_block_hash
 from storage.workspace import Workspace as _StorageWorkspace
+
+if TYPE_CHECKING:
+    from engine.client import EngineClient
 
 __all__ = ["DatasetView", "MissingDependency", "Workspace", "open_workspace"]
 
@@ -63,11 +65,16 @@ def open_workspace(path: str | Path | None = None) -> Workspace:
 
 
 class Workspace:
-    """A workspace facade: datasets by alias or DID, plus a shared preprocess engine."""
+    """A workspace facade: datasets by alias or DID.
 
-    def __init__(self, storage: _StorageWorkspace) -> None:
+    ``engine`` runs preprocess queries; by default the workspace's engine
+    (`node.engine_manager.get_engine`: configured, or the shared one started on demand),
+    reached only when a preprocess step runs.
+    """
+
+    def __init__(self, storage: _StorageWorkspace, engine: EngineClient | None = None) -> None:
         self.storage = storage
-        self.engine = PreprocessEngine()
+        self.engine = engine
 
     def __repr__(self) -> str:
         return f"Workspace({str(self.storage.root)!r})"
@@ -104,8 +111,11 @@ class Workspace:
             return run_sql(self.storage, query, path, sql_engine=engine).read()
 
     def close(self) -> None:
-        """Stop the preprocess engine if one was started."""
-        self.engine.close()
+        """Drop this process's lease on the shared engine, if it took one: the engine
+        stops once no process has used it for its idle timeout."""
+        from node.engine_manager import release_lease
+
+        release_lease()
 
     def __enter__(self) -> Workspace:
         return self
@@ -122,7 +132,7 @@ class DatasetView:
         dataset: Dataset,
         *,
         head: Multihash | None = None,
-        engine: PreprocessEngine | None = None,
+        engine: EngineClient | None = None,
         name: str | None = None,
     ) -> None:
         self.dataset = dataset

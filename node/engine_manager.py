@@ -8,6 +8,8 @@
    invocation until it has been idle for a while (below);
 4. without a workspace: a private engine child process, stopped when this process exits.
 
+`dataset_engine` does the same for a dataset (its workspace's engine, if it is in one).
+
 Within one process the same client is always returned (one channel per address).
 
 Shared engine (``.odf/run/``):
@@ -55,6 +57,7 @@ from storage.lockfile import FileLock, file_lock
 if TYPE_CHECKING:
     from engine.client import EngineClient
     from engine.process import EngineProcess
+    from storage.dataset import Dataset
     from storage.workspace import Workspace
 
 __all__ = [
@@ -66,11 +69,13 @@ __all__ = [
     "EngineRecord",
     "acquire_shared_engine",
     "configured_address",
+    "dataset_engine",
     "engine_status",
     "get_engine",
     "main",
     "release_lease",
     "stop_shared_engine",
+    "workspace_of",
 ]
 
 ENGINE_ADDRESS_ENV: Final = "ODF_ENGINE_ADDRESS"
@@ -191,6 +196,35 @@ def get_engine(ws: Workspace | None = None) -> EngineClient:
             client = EngineClient(address)
             _clients[address] = client
         return client
+
+
+def workspace_of(dataset: Dataset) -> Workspace | None:
+    """The workspace holding ``dataset`` (``<root>/datasets/<id>``); ``None`` for a dataset
+    directory outside any workspace."""
+    from storage.catalog import DATASETS_DIR, WORKSPACE_DIR, check_root
+    from storage.errors import WorkspaceError
+    from storage.workspace import Workspace
+
+    parent = dataset.layout.root.parent
+    root = parent.parent
+    if parent.name != DATASETS_DIR or root.name != WORKSPACE_DIR:
+        return None
+    try:
+        check_root(root)
+    except WorkspaceError:
+        return None
+    return Workspace(root)
+
+
+def dataset_engine(dataset: Dataset) -> EngineClient:
+    """The engine client for work on ``dataset``: `get_engine` of its workspace (a private
+    engine for a dataset outside any workspace).
+
+    Raises:
+        EngineSettingsError / EngineManagerError / engine.errors.EngineUnavailable: see
+            `get_engine`.
+    """
+    return get_engine(workspace_of(dataset))
 
 
 def _shared_or_private(ws: Workspace | None) -> str:

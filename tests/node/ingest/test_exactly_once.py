@@ -227,7 +227,9 @@ def test_sigkill_then_rerun(tmp_path: Path, point: str) -> None:
 def test_a_key_recorded_by_the_older_algorithm_is_still_recognised(tmp_path: Path) -> None:
     """Push input keys are SHA-256; a blake2b key of an older release still marks a duplicate."""
     from fbs.model import SourceState
-    from node.ingest import pipeline
+    from node.ingest.commit import commit_plan
+    from node.ingest.compute import Plan
+    from node.ingest.input_keys import PUSH_INPUT_STATE_KIND, push_input_key
 
     ws = Workspace.init(tmp_path / "ws")
     src = AddPushSource(
@@ -244,13 +246,13 @@ def test_a_key_recorded_by_the_older_algorithm_is_still_recognised(tmp_path: Pat
     assert state.last_source_state.value.startswith("sha256:")
     legacy = SourceState(
         source_name="default",
-        kind=pipeline.PUSH_INPUT_STATE_KIND,
-        value=pipeline.push_input_key("default", [a], None, algorithm="blake2b-256"),
+        kind=PUSH_INPUT_STATE_KIND,
+        value=push_input_key("default", [a], None, algorithm="blake2b-256"),
     )
     assert legacy.value.startswith("blake2b-256:")
-    plan = pipeline._Plan(None, None)
+    plan = Plan(None, None)
     head = ds.head()
-    pipeline._commit_plan(ds, head, state, plan, legacy, None, state.system_time)
+    commit_plan(ds, head, state, plan, legacy, None, state.system_time)
     again = ingest(ds, [a])
     assert again.duplicate_input and not again.committed
     assert ids(ds) == [0]

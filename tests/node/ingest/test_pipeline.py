@@ -291,10 +291,15 @@ def _spark_available() -> bool:
 
 @pytest.mark.slow
 @pytest.mark.skipif(not _spark_available(), reason="pyspark/java not installed")
-def test_preprocess_runs_on_the_spark_engine(tmp_path: Path, engine_process: EngineProcess) -> None:
-    # The session's shared engine (tests/conftest.py): no JVM of its own.
-    from node.ingest.pipeline import PreprocessEngine
+def test_preprocess_runs_on_the_spark_engine(
+    tmp_path: Path, engine_process: EngineProcess, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The session's shared engine (tests/conftest.py), reached the way every ingest
+    # reaches its engine (`node.engine_manager`, here the configured address): no JVM
+    # of its own.
+    from node.engine_manager import ENGINE_ADDRESS_ENV
 
+    monkeypatch.setenv(ENGINE_ADDRESS_ENV, engine_process.address)
     sql = TransformSql(
         engine="spark",
         queries=(
@@ -311,11 +316,8 @@ def test_preprocess_runs_on_the_spark_engine(tmp_path: Path, engine_process: Eng
         merge=MergeStrategyAppend(),
     )
     ds = make(tmp_path, sources=(src,))
-    with PreprocessEngine(engine_process.address) as engine:
-        ingest(ds, [csv(tmp_path, "a.csv", A.replace(",A,", ",a,"))], engine=engine)
-        assert engine.started
+    ingest(ds, [csv(tmp_path, "a.csv", A.replace(",A,", ",a,"))])
     assert records(ds) == [(0, "A", 10), (0, "B", 20)]
-    # Closing a PreprocessEngine built on an address leaves that engine running.
     assert engine_process.alive()
     assert verify_integrity(ds).ok
 
