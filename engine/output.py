@@ -17,7 +17,7 @@ from fbs.model.events import DatasetVocabulary
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
-    from pyspark.sql.types import StructType
+    from pyspark.sql.types import StructField, StructType
 
 __all__ = ["OP_APPEND", "finish_output"]
 
@@ -36,7 +36,6 @@ def finish_output(
     """
     from pyspark.sql import functions as F
     from pyspark.sql.types import (
-        DateType,
         IntegerType,
         LongType,
         StructField,
@@ -45,29 +44,7 @@ def finish_output(
     )
 
     vocab: DatasetVocabulary = request.vocab
-    fields = {f.name.lower(): f for f in result.schema.fields}
-    for name in (vocab.offset_column, vocab.system_time_column):
-        if name.lower() in fields:
-            raise InvalidQuery(
-                f"the query's output has a column {name!r}, which is a system column: rename "
-                "it or configure the dataset vocabulary to use another name"
-            )
-    event_time = fields.get(vocab.event_time_column.lower())
-    if event_time is None:
-        raise InvalidQuery(
-            f"the query's output has no event time column {vocab.event_time_column!r}"
-        )
-    if not isinstance(event_time.dataType, TimestampType | DateType):
-        raise InvalidQuery(
-            f"event time column {vocab.event_time_column!r} must be TIMESTAMP or DATE, got "
-            f"{event_time.dataType.simpleString().upper()}"
-        )
-    op_field = fields.get(vocab.operation_type_column.lower())
-    if op_field is not None and not isinstance(op_field.dataType, IntegerType):
-        raise InvalidQuery(
-            f"operation type column {op_field.name!r} must be INT, got "
-            f"{op_field.dataType.simpleString().upper()}"
-        )
+    op_field = _checked_op_field(result, vocab)
 
     # Offsets follow the output's row order; Spark's TIMESTAMP_MILLIS writer floors.
     offset = SequenceColumn(
@@ -107,3 +84,38 @@ def finish_output(
     copied = list(range(first_copied, len(out.columns)))
     schema = StructType([*head, *out.schema.fields[first_copied:]])
     return out, [offset, op_column, system_time, *copied], schema
+
+
+def _checked_op_field(result: DataFrame, vocab: DatasetVocabulary) -> StructField | None:
+    """The query's ``op`` column, if it has one, after checking the output's columns.
+
+    Raises:
+        InvalidQuery: a system column in the output, no (or a mistyped) event time column,
+            or an ``op`` column that is not INT.
+    """
+    from pyspark.sql.types import DateType, IntegerType, TimestampType
+
+    fields = {f.name.lower(): f for f in result.schema.fields}
+    for name in (vocab.offset_column, vocab.system_time_column):
+        if name.lower() in fields:
+            raise InvalidQuery(
+                f"the query's output has a column {name!r}, which is a system column: rename "
+                "it or configure the dataset vocabulary to use another name"
+            )
+    event_time = fields.get(vocab.event_time_column.lower())
+    if event_time is None:
+        raise InvalidQuery(
+            f"the query's output has no event time column {vocab.event_time_column!r}"
+        )
+    if not isinstance(event_time.dataType, TimestampType | DateType):
+        raise InvalidQuery(
+            f"event time column {vocab.event_time_column!r} must be TIMESTAMP or DATE, got "
+            f"{event_time.dataType.simpleString().upper()}"
+        )
+    op_field = fields.get(vocab.operation_type_column.lower())
+    if op_field is not None and not isinstance(op_field.dataType, IntegerType):
+        raise InvalidQuery(
+            f"operation type column {op_field.name!r} must be INT, got "
+            f"{op_field.dataType.simpleString().upper()}"
+        )
+    return op_field

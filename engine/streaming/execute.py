@@ -192,17 +192,7 @@ def run_stateful(
     frontier = prev_state.frontier_us if prev_state else None
     final = _final_rows(result, request, gate_us, frontier if mode == MODE_WINDOW else None)
 
-    live: DataFrame | None = None
-    if mode == MODE_CHANGELOG and prev is not None and prev[0].has_output:
-        live = session.read.parquet(str(prev[1] / "output"))
-    tight = mode == MODE_CHANGELOG and _tight_nested(final.schema)
-    if live is None and tight:
-        live = _empty_live(session, final, state_dir.parent / "empty-live")
-    if tight:
-        # Adaptive execution would replace a union with an empty side (no retractions
-        # this run) by the other side, and the write would take that side's tighter
-        # nested types (see `_empty_live`): the output schema would follow the data.
-        session.conf.set(_AQE_EXCLUDED_RULES, _AQE_EMPTY_RELATION)
+    live = _live_output(session, final, mode, prev, state_dir)
     out, retracted = _changes(
         final, live, mode, sort=parallel, op=request.vocab.operation_type_column
     )
@@ -235,6 +225,29 @@ def run_stateful(
         has_output=has_output,
     )
     return StatefulRun(num_records=num, state=state)
+
+
+def _live_output(
+    session: SparkSession,
+    final: DataFrame,
+    mode: str,
+    prev: tuple[StreamState, Path] | None,
+    state_dir: Path,
+) -> DataFrame | None:
+    """The output rows still live from earlier runs (changelog mode), which this run's
+    changes retract or correct; ``None`` when there are none to read."""
+    live: DataFrame | None = None
+    if mode == MODE_CHANGELOG and prev is not None and prev[0].has_output:
+        live = session.read.parquet(str(prev[1] / "output"))
+    tight = mode == MODE_CHANGELOG and _tight_nested(final.schema)
+    if live is None and tight:
+        live = _empty_live(session, final, state_dir.parent / "empty-live")
+    if tight:
+        # Adaptive execution would replace a union with an empty side (no retractions
+        # this run) by the other side, and the write would take that side's tighter
+        # nested types (see `_empty_live`): the output schema would follow the data.
+        session.conf.set(_AQE_EXCLUDED_RULES, _AQE_EMPTY_RELATION)
+    return live
 
 
 # -- inputs -----------------------------------------------------------------------------------
