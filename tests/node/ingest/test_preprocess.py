@@ -169,3 +169,18 @@ def test_a_dataset_knows_its_workspace(tmp_path: Path) -> None:
     assert found is not None and found.root == ws.root
     loose = Dataset.create(DatasetLayout(tmp_path / "loose" / "datasets" / "x"))
     assert workspace_of(loose) is None
+
+
+def test_the_python_api_preprocesses_on_the_same_engine(
+    tmp_path: Path, stand_in: tuple[StandInEngine, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from node.api import open_workspace
+
+    servicer, address = stand_in
+    monkeypatch.setenv(ENGINE_ADDRESS_ENV, address)
+    ws, _ds = _dataset(tmp_path, "SELECT * FROM input")
+    with open_workspace(ws.root.parent) as api:
+        view = api.dataset("pop")
+        assert view.ingest([_input(tmp_path)]).num_records == 2
+        assert view.to_arrow().column("via").to_pylist() == ["stand-in"] * 2
+    assert len(servicer.requests) == 1
