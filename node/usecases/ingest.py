@@ -11,8 +11,9 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from engine.client import EngineClient
     from fbs.timestamp import Timestamp
-    from node.ingest.pipeline import IngestResult, PreprocessEngine, Progress
+    from node.ingest.pipeline import IngestResult, Progress
     from storage.dataset import Dataset
     from storage.workspace import Workspace
 
@@ -60,7 +61,7 @@ def ingest_into(
     source: Sequence[Path | str] | IO[bytes],
     options: IngestOptions = IngestOptions(),
     *,
-    engine: PreprocessEngine | None = None,
+    engine: EngineClient | None = None,
     workdir: Path | None = None,
     progress: Progress | None = None,
 ) -> IngestResult:
@@ -102,7 +103,7 @@ def pull_root_into(
     ds: Dataset,
     set_watermark: Timestamp | None = None,
     *,
-    engine: PreprocessEngine | None = None,
+    engine: EngineClient | None = None,
     progress: Progress | None = None,
 ) -> IngestResult:
     """`pull_root` of an open dataset (the Python API)."""
