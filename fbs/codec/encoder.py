@@ -85,12 +85,15 @@ class TableEncoder:
     def _table(self, value: object, desc: TableDesc, depth: int) -> int:
         if depth > MAX_NESTING_DEPTH:
             raise InvalidValue(f"value nested deeper than {MAX_NESTING_DEPTH} tables")
+        values = [getattr(value, f.name) for f in desc.fields]
+        # Children before the parent, in field order; then the table, fields in slot order.
+        offsets = self._children(values, desc, depth)
+        return self._slots(values, offsets, desc)
+
+    def _children(self, values: list[Any], desc: TableDesc, depth: int) -> list[Any]:
         b = self._b
-        fields = desc.fields
-        values = [getattr(value, f.name) for f in fields]
-        offsets: list[Any] = [None] * len(fields)
-        # Pass 1: children before the parent, in field order.
-        for i, f in enumerate(fields):
+        offsets: list[Any] = [None] * len(values)
+        for i, f in enumerate(desc.fields):
             v = values[i]
             if v is None:
                 if not f.optional:
@@ -124,27 +127,39 @@ class TableEncoder:
                 items = self._seq(v, desc, f.name)
                 offsets[i] = self._vector([self._string(s, desc, f.name) for s in items])
             elif k is _K.VEC_TABLE:
-                sub = f.table
-                elems = []
-                for item in self._seq(v, desc, f.name):
-                    if type(item) is not sub.cls:
-                        raise InvalidValue(f"{_where(desc, f.name)} items must be {sub.name}")
-                    elems.append(self._table(item, sub, depth + 1))
-                offsets[i] = self._vector(elems)
+                offsets[i] = self._table_vector(v, f.table, depth, desc, f.name)
             elif k is _K.VEC_UNION:
-                u = f.union
-                elems = []
-                for item in self._seq(v, desc, f.name):
-                    code, off = self._union(item, u, depth, desc, f.name)
-                    # One wrapper table per element, right after its member.
-                    b.StartObject(2)
-                    b.PrependUint8Slot(0, code, 0)
-                    b.PrependUOffsetTRelativeSlot(1, off, 0)
-                    elems.append(b.EndObject())
-                offsets[i] = self._vector(elems)
-        # Pass 2: the table itself, fields in slot order.
+                offsets[i] = self._union_vector(v, f.union, depth, desc, f.name)
+        return offsets
+
+    def _table_vector(
+        self, value: object, sub: TableDesc, depth: int, desc: TableDesc, name: str
+    ) -> int:
+        elems = []
+        for item in self._seq(value, desc, name):
+            if type(item) is not sub.cls:
+                raise InvalidValue(f"{_where(desc, name)} items must be {sub.name}")
+            elems.append(self._table(item, sub, depth + 1))
+        return self._vector(elems)
+
+    def _union_vector(
+        self, value: object, u: UnionDesc, depth: int, desc: TableDesc, name: str
+    ) -> int:
+        b = self._b
+        elems = []
+        for item in self._seq(value, desc, name):
+            code, off = self._union(item, u, depth, desc, name)
+            # One wrapper table per element, right after its member.
+            b.StartObject(2)
+            b.PrependUint8Slot(0, code, 0)
+            b.PrependUOffsetTRelativeSlot(1, off, 0)
+            elems.append(b.EndObject())
+        return self._vector(elems)
+
+    def _slots(self, values: list[Any], offsets: list[Any], desc: TableDesc) -> int:
+        b = self._b
         b.StartObject(desc.num_slots)
-        for i, f in enumerate(fields):
+        for i, f in enumerate(desc.fields):
             v = values[i]
             if v is None:
                 continue
