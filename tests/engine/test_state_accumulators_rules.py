@@ -1,0 +1,336 @@
+"""Per-group accumulators: which queries get them, and their merge folds to the batch answer.
+
+No Spark here: the partial accumulators a run's new rows give are computed in Python
+(`_partial`, what `partial_sql` asks Spark for), then merged by
+`engine.streaming.accumulators.merge_partials` run after run over random splits and
+random watermarks. After every run the folded changelog must equal the query's answer
+over the rows so far, restricted to final rows (event time at or before the gate, or
+NULL); the same state and partials must give the same bytes (replay).
+"""
+
+from __future__ import annotations
+
+import collections
+import datetime as dt
+import io
+from collections.abc import Sequence
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from engine.streaming.accumulate import (
+    AccumulatorQuery,
+    accumulator_types_ok,
+    parse_accumulator_query,
+    partial_sql,
+)
+from engine.streaming.accumulators import merge_partials
+from tests.engine.streaming_helpers import fold
+
+T0 = dt.datetime(2020, 1, 1, tzinfo=dt.UTC)
+T0_MS = int(T0.timestamp() * 1000)
+TS = pa.timestamp("ms", tz="UTC")
+Row = dict[str, Any]
+
+# -- which queries keep accumulators ----------------------------------------------------------
+
+ACCEPTED = [
+    "SELECT max(event_time) AS event_time, k, count(*) AS n FROM ev GROUP BY k",
+    "select k, MAX(event_time) event_time, sum(v) s, avg(v), min(v), count(v) from ev group by k",
+    "SELECT max(event_time) AS event_time, count(1) AS n, sum(v) AS s FROM ev",
+    "SELECT max(e.event_time) AS event_time, e.k, count(*) FROM ev AS e WHERE e.v > 3 GROUP BY e.k",
+    'SELECT `k`, "j", max(event_time) AS event_time FROM ev GROUP BY j, k;',
+    "SELECT max(event_time) AS event_time, k FROM ev WHERE v >= 3 AND k <> 'x' GROUP BY k",
+]
+REFUSED = [
+    # expressions around aggregates or as keys, and shapes beyond one aggregation
+    "SELECT max(event_time) AS event_time, k, count(*) + 1 AS n FROM ev GROUP BY k",
+    "SELECT max(event_time) AS event_time, upper(k) AS k FROM ev GROUP BY upper(k)",
+    "SELECT max(event_time) AS event_time, k, count(DISTINCT v) FROM ev GROUP BY k",
+    "SELECT DISTINCT max(event_time) AS event_time, k FROM ev GROUP BY k",
+    "SELECT max(event_time) AS event_time, k FROM ev GROUP BY k HAVING count(*) > 1",
+    "SELECT max(event_time) AS event_time, k FROM ev GROUP BY 2",
+    "SELECT max(event_time) AS event_time, k FROM ev GROUP BY k ORDER BY k LIMIT 3",
+    "SELECT max(event_time) AS event_time, k FROM ev GROUP BY ROLLUP(k)",
+    "SELECT max(a.event_time) AS event_time, a.k FROM ev a JOIN ev b ON a.k = b.k GROUP BY a.k",
+    "SELECT max(event_time) AS event_time, k FROM ev, other GROUP BY k",
+    "SELECT max(event_time) AS event_time, k FROM (SELECT * FROM ev) GROUP BY k",
+    "SELECT max(event_time) AS event_time, k FROM ev WHERE v > (SELECT 1) GROUP BY k",
+    "SELECT max(event_time) AS event_time, k, v FROM ev GROUP BY k",  # v is not a key
+    "SELECT event_time, k FROM ev GROUP BY event_time, k",  # no aggregate: a DISTINCT
+    "SELECT max(event_time) AS event_time, k, collect_list(v) FROM ev GROUP BY k",
+    "SELECT max(event_time) AS event_time, k, sum(v) FILTER (WHERE v > 0) FROM ev GROUP BY k",
+    "SELECT max(event_time) AS event_time, k, sum(v) OVER () FROM ev GROUP BY k",
+    "SELECT max(event_time) AS event_time, k, count(*) FROM ev GROUP BY k, k",
+    "SELECT event_time, k FROM ev",  # not an aggregation at all
+    "SELECT max(event_time) AS event_time, k FROM ev GROUP BY k UNION ALL SELECT 1, 'a'",
+]
+
+
+@pytest.mark.parametrize("sql", ACCEPTED)
+def test_decomposable_group_by_gets_accumulators(sql: str) -> None:
+    assert parse_accumulator_query(sql) is not None
+
+
+@pytest.mark.parametrize("sql", REFUSED)
+def test_other_shapes_keep_the_changelog_state(sql: str) -> None:
+    assert parse_accumulator_query(sql) is None
+
+
+def test_partial_query_groups_the_new_rows_as_the_query_does() -> None:
+    q = parse_accumulator_query(
+        "SELECT max(e.event_time) AS event_time, e.k, avg(v) AS a, count(*) "
+        "FROM ev AS e WHERE e.v >= 3 -- positive\n AND e.k <> 'x' -- named\n GROUP BY e.k"
+    )
+    assert q is not None
+    assert partial_sql(q) == (
+        "SELECT e.k AS __odf_k0, max(e.event_time) AS __odf_a0, sum(v) AS __odf_a1, "
+        "count(v) AS __odf_n1, count(*) AS __odf_a2 FROM ev AS e WHERE e.v >= 3 -- positive\n"
+        " AND e.k <> 'x' GROUP BY e.k"
+    )
+    glob = parse_accumulator_query("SELECT max(event_time) AS event_time, count(1) FROM ev")
+    assert glob is not None
+    assert partial_sql(glob) == ("SELECT max(event_time) AS __odf_a0, count(1) AS __odf_a1 FROM ev")
+
+
+def test_types_that_keep_accumulators_exact() -> None:
+    q = parse_accumulator_query(
+        "SELECT max(event_time) AS event_time, k, sum(v), min(w), count(x) FROM ev GROUP BY k"
+    )
+    assert q is not None
+    assert accumulator_types_ok(q, ["string"], ["timestamp", "bigint", "date", "double"])
+    # a float or decimal sum depends on the order of additions or widens its type
+    assert not accumulator_types_ok(q, ["string"], ["timestamp", "double", "date", None])
+    assert not accumulator_types_ok(q, ["string"], ["timestamp", "decimal(10,2)", "date", None])
+    # float keys and min/max: -0.0 and NaN have rules of their own
+    assert not accumulator_types_ok(q, ["double"], ["timestamp", "bigint", "date", None])
+    assert not accumulator_types_ok(q, ["string"], ["timestamp", "bigint", "float", None])
+    assert not accumulator_types_ok(q, ["array<int>"], ["timestamp", "bigint", "date", None])
+    assert not accumulator_types_ok(q, [], ["timestamp", "bigint", "date", None])
+
+
+# -- the merge over random splits vs a batch reference ----------------------------------------
+
+GROUPED = (
+    "SELECT k, max(event_time) AS event_time, count(*) AS n, count(v) AS nv, sum(v) AS s, "
+    "avg(v) AS a, min(v) AS lo, max(v) AS hi, min(k) AS kk FROM ev GROUP BY k"
+)
+GLOBAL = "SELECT max(event_time) AS event_time, count(*) AS n, sum(v) AS s, avg(v) AS a FROM ev"
+
+
+def _names(sql: str) -> list[str]:
+    return [c.split(" AS ")[-1].strip() for c in sql.split(" FROM ")[0][7:].split(", ")]
+
+
+def _aggregate(kind: str, arg: str, rows: Sequence[Row]) -> Any:
+    if kind == "COUNT":
+        return len(rows) if arg in ("*", "1") else sum(r[arg] is not None for r in rows)
+    values = [r[arg] for r in rows if r[arg] is not None]
+    if not values:
+        return None
+    if kind == "SUM":
+        return sum(values)
+    return min(values) if kind == "MIN" else max(values)
+
+
+def _partial(q: AccumulatorQuery, rows: Sequence[Row]) -> pa.Table:
+    """What `partial_sql` gives over ``rows`` (GROUP BY: NULL keys are one group)."""
+    groups: dict[Any, list[Row]] = collections.defaultdict(list)
+    for r in rows:
+        groups[r["k"] if q.keys else 0].append(r)
+    if not q.keys and not groups:
+        groups[0] = []  # a global aggregate has its one row over no rows too
+    cols: dict[str, list[Any]] = collections.defaultdict(list)
+    for key, g in groups.items():
+        if q.keys:
+            cols["__odf_k0"].append(key)
+        for j, agg in enumerate(q.aggregates):
+            kind = "SUM" if agg.kind == "AVG" else agg.kind
+            cols[f"__odf_a{j}"].append(_aggregate(kind, agg.arg, g))
+            if agg.kind == "AVG":
+                cols[f"__odf_n{j}"].append(_aggregate("COUNT", agg.arg, g))
+    types = {"k": pa.string(), "v": pa.int64(), "event_time": TS}
+    fields = [pa.field("__odf_k0", pa.string())] if q.keys else []
+    for j, agg in enumerate(q.aggregates):
+        count = agg.kind == "COUNT"
+        fields.append(pa.field(f"__odf_a{j}", pa.int64() if count else types[agg.arg]))
+        if agg.kind == "AVG":
+            fields.append(pa.field(f"__odf_n{j}", pa.int64()))
+    schema = pa.schema(fields)
+    return pa.table({f.name: pa.array(cols[f.name], f.type) for f in schema}, schema=schema)
+
+
+def _answer(
+    q: AccumulatorQuery, rows: Sequence[Row], gate_ms: int | None
+) -> collections.Counter[Any]:
+    """The batch answer over ``rows``, final rows only."""
+    full = _partial(q, rows).to_pylist()
+    out: collections.Counter[Any] = collections.Counter()
+    for g in full:
+        row = []
+        for item in q.items:
+            if item.key:
+                row.append(g["__odf_k0"])
+                continue
+            j, kind = item.index, q.aggregates[item.index].kind
+            acc = g[f"__odf_a{j}"]
+            if kind == "AVG":
+                n = g[f"__odf_n{j}"]
+                acc = None if n == 0 else float(acc) / float(n)
+            row.append(acc)
+        et = row[next(i for i, n in enumerate(q.items) if not n.key) if not q.keys else 1]
+        if gate_ms is None or et is None or et <= T0 + dt.timedelta(milliseconds=gate_ms):
+            out[tuple(row)] += 1
+    return out
+
+
+def _rows(seed: int, n: int) -> list[Row]:
+    import random
+
+    rnd = random.Random(seed)
+    rows = []
+    for i in range(n):
+        rows.append(
+            {
+                "event_time": T0 + dt.timedelta(minutes=rnd.choice([0, 1, 5, 30]) * i),
+                "k": rnd.choice(["a", "b", "c", None]),
+                "v": rnd.choice([None, *range(-50, 50)]),
+            }
+        )
+    return rows
+
+
+def _run(sql: str, rows: list[Row], cuts: list[int], gates: list[int | None]) -> list[pa.Table]:
+    """Run the merge over ``rows`` split at ``cuts``, checking the fold after each run."""
+    q = parse_accumulator_query(sql)
+    assert q is not None
+    names = _names(sql)
+    state: pa.Table | None = None
+    outputs: list[pa.Table] = []
+    points = [*sorted(min(c, len(rows)) for c in cuts), len(rows)]
+    start = 0
+    gate: int | None = None
+    for i, p in enumerate(points):
+        if i < len(gates) and gates[i] is not None and (gate is None or gates[i] > gate):  # type: ignore[operator]
+            gate = gates[i]
+        if i == len(points) - 1:
+            gate = 10**12  # the last run closes everything
+        run = merge_partials(
+            q,
+            state,
+            _partial(q, rows[start:p]),
+            names,
+            "event_time",
+            None if gate is None else (T0_MS + gate) * 1000,
+        )
+        state = _roundtrip(run.state)
+        outputs.append(run.changes)
+        assert fold(outputs) == _answer(q, rows[:p], gate), f"run {i}"
+        start = p
+    return outputs
+
+
+def _roundtrip(table: pa.Table) -> pa.Table:
+    """``table`` written to Parquet and read back, as a checkpoint keeps it."""
+    buf = io.BytesIO()
+    pq.write_table(table, buf)
+    return pq.read_table(io.BytesIO(buf.getvalue()))
+
+
+SPLITS = settings(max_examples=60, deadline=None, derandomize=True)
+
+
+@given(
+    seed=st.integers(0, 10**6),
+    cuts=st.lists(st.integers(0, 40), max_size=5),
+    gates=st.lists(st.one_of(st.none(), st.integers(0, 40 * 30 * 60_000)), max_size=6),
+)
+@SPLITS
+def test_grouped_accumulators_fold_to_the_batch_answer(
+    seed: int, cuts: list[int], gates: list[int | None]
+) -> None:
+    rows = _rows(seed, 40)
+    split = _run(GROUPED, rows, cuts, gates)
+    one = _run(GROUPED, rows, [], [])
+    assert fold(split) == fold(one)
+
+
+@given(
+    seed=st.integers(0, 10**6),
+    cuts=st.lists(st.integers(0, 20), max_size=4),
+    gates=st.lists(st.one_of(st.none(), st.integers(0, 20 * 30 * 60_000)), max_size=5),
+)
+@SPLITS
+def test_global_accumulator_folds_to_the_batch_answer(
+    seed: int, cuts: list[int], gates: list[int | None]
+) -> None:
+    _run(GLOBAL, _rows(seed, 20), cuts, gates)
+
+
+def test_changed_groups_are_corrected_in_pairs_new_groups_appended() -> None:
+    sql = "SELECT k, max(event_time) AS event_time, count(*) AS n FROM ev GROUP BY k"
+    rows = [{"event_time": T0, "k": k, "v": 1} for k in ("b", "a", "b", "c")]
+    outs = _run(sql, rows, [2], [])
+    assert outs[0].to_pylist() == [
+        {"op": 0, "k": "a", "event_time": T0, "n": 1},
+        {"op": 0, "k": "b", "event_time": T0, "n": 1},
+    ]
+    assert outs[1].to_pylist() == [  # "a" unchanged: nothing
+        {"op": 2, "k": "b", "event_time": T0, "n": 1},
+        {"op": 3, "k": "b", "event_time": T0, "n": 2},
+        {"op": 0, "k": "c", "event_time": T0, "n": 1},
+    ]
+
+
+def test_a_row_after_the_gate_waits_and_its_old_row_is_retracted() -> None:
+    sql = "SELECT k, max(event_time) AS event_time, count(*) AS n FROM ev GROUP BY k"
+    q = parse_accumulator_query(sql)
+    assert q is not None
+    names = _names(sql)
+    early = [{"event_time": T0, "k": "a", "v": 1}]
+    late = [{"event_time": T0 + dt.timedelta(hours=2), "k": "a", "v": 1}]
+    gate = int(T0.timestamp() * 1e6) + 3_600_000_000
+    first = merge_partials(q, None, _partial(q, early), names, "event_time", gate)
+    second = merge_partials(q, first.state, _partial(q, late), names, "event_time", gate)
+    assert second.changes.to_pylist() == [{"op": 1, "k": "a", "event_time": T0, "n": 1}]
+    third = merge_partials(q, second.state, _partial(q, []), names, "event_time", None)
+    assert third.changes.to_pylist() == [
+        {"op": 0, "k": "a", "event_time": T0 + dt.timedelta(hours=2), "n": 2}
+    ]
+
+
+def test_replay_gives_the_same_bytes() -> None:
+    """A run is a pure function of the previous state and the new rows."""
+    q = parse_accumulator_query(GROUPED)
+    assert q is not None
+    names = _names(GROUPED)
+    rows = _rows(3, 30)
+    first = merge_partials(q, None, _partial(q, rows[:12]), names, "event_time", None)
+    state = _roundtrip(first.state)
+    runs = [
+        merge_partials(q, state, _partial(q, rows[12:]), names, "event_time", 10**15)
+        for _ in range(2)
+    ]
+    assert _roundtrip(runs[0].changes).equals(_roundtrip(runs[1].changes))
+    assert _bytes(runs[0].state) == _bytes(runs[1].state)
+    assert _bytes(runs[0].changes) == _bytes(runs[1].changes)
+
+
+def _bytes(table: pa.Table) -> bytes:
+    buf = io.BytesIO()
+    pq.write_table(table, buf)
+    return buf.getvalue()
+
+
+def test_a_sum_beyond_64_bits_is_refused_not_wrapped() -> None:
+    sql = "SELECT max(event_time) AS event_time, sum(v) AS s FROM ev"
+    q = parse_accumulator_query(sql)
+    assert q is not None
+    big = [{"event_time": T0, "k": "a", "v": 2**62}]
+    run = merge_partials(q, None, _partial(q, big), _names(sql), "event_time", None)
+    with pytest.raises(pa.ArrowInvalid):
+        merge_partials(q, run.state, _partial(q, big), _names(sql), "event_time", None)
