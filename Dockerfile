@@ -21,6 +21,10 @@ ENV VIRTUAL_ENV=/opt/odf-node/venv
 ENV PATH=/opt/odf-node/venv/bin:$PATH
 RUN python3 -m venv "$VIRTUAL_ENV"
 
+# A CA bundle for pip, when PyPI is reached through a TLS-inspecting proxy: scripts/image mounts the
+# host's bundle for the build steps and names it here. Unset, pip uses its own.
+ARG PIP_CERT
+
 WORKDIR /opt/odf-node
 # The dependencies first, in their own layer: a source change then rebuilds only the last layers.
 COPY pyproject.toml README.md ./
