@@ -8,11 +8,15 @@ from __future__ import annotations
 
 import argparse
 import sys
+import warnings
 from collections.abc import Sequence
+from typing import TextIO
 
 from fbs.errors import OdfError
 from node.cli_util import EXIT_OK, WORKSPACE_ENV
 from node.error_contract import report_error
+
+_python_show_warning = warnings.showwarning
 
 
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
@@ -37,6 +41,11 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         metavar="DIR",
         help=f"workspace directory (default: ${WORKSPACE_ENV} or search upwards from cwd)",
     )
+    parser.add_argument(
+        "--no-progress",
+        action="store_true",
+        help="no status line on a terminal while long steps run",
+    )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name in (command,) if command is not None and command in COMMANDS else COMMANDS:
         importlib.import_module(module_of(name)).register(sub)
@@ -46,16 +55,20 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
 def command_word(argv: Sequence[str]) -> str | None:
     """The top-level command named in ``argv``, or ``None`` when the whole tree is needed.
 
-    Skips only the global option's exact spellings (``-w DIR``, ``-wDIR``, ``--workspace
-    DIR``, ``--workspace=DIR``): any other option before the command (``--help``, an
-    abbreviation such as ``--work``, a typo) gives ``None``, so argparse sees the whole
-    tree and answers as it always did.
+    Skips only the global options' exact spellings (``-w DIR``, ``-wDIR``, ``--workspace
+    DIR``, ``--workspace=DIR``, ``--no-progress``): any other option before the command
+    (``--help``, an abbreviation such as ``--work``, a typo) gives ``None``, so argparse
+    sees the whole tree and answers as it always did.
     """
     args = iter(argv)
     for arg in args:
         if arg in ("-w", "--workspace"):
             next(args, None)
-        elif arg.startswith("--workspace=") or (arg.startswith("-w") and arg != "-w"):
+        elif (
+            arg == "--no-progress"
+            or arg.startswith("--workspace=")
+            or (arg.startswith("-w") and arg != "-w")
+        ):
             continue
         elif arg.startswith("-"):
             return None
@@ -68,6 +81,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``odf`` console script; returns the exit code."""
     words = sys.argv[1:] if argv is None else argv
     args = build_parser(command_word(words)).parse_args(words)
+    if args.no_progress:
+        from node.render.progress import disable
+
+        disable()
+    warnings.showwarning = _show_warning
     try:
         code: int = args.func(args)
         return code
@@ -76,8 +94,26 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (OdfError, OSError) as e:
         return report_error(e, getattr(args, "command", None))
     except KeyboardInterrupt:
-        # Quietly, like any Unix tool stopped with Ctrl-C (128 + SIGINT).
+        # One line, then 128 + SIGINT. Nothing is left half-done: a commit moves the
+        # head by compare-and-swap only after every object is durable.
+        sys.stderr.write("\nodf: interrupted\n")
         return 130
+
+
+def _show_warning(
+    message: Warning | str,
+    category: type[Warning],
+    filename: str,
+    lineno: int,
+    file: TextIO | None = None,
+    line: str | None = None,
+) -> None:
+    """Warnings meant for the user (``odf_warning`` on their class) as one
+    ``odf: warning:`` line; any other warning as Python shows it."""
+    if getattr(category, "odf_warning", False):
+        (file or sys.stderr).write(f"odf: warning: {message}\n")
+        return
+    _python_show_warning(message, category, filename, lineno, file, line)
 
 
 def run() -> None:

@@ -20,6 +20,7 @@ import sys
 from typing import Any
 
 from node.cli_util import EXIT_OK, open_workspace
+from node.render.progress import Status, lines, step
 
 __all__ = ["NO_PULL_ALIAS_HELP", "cmd_fetch", "register"]
 
@@ -29,10 +30,13 @@ NO_PULL_ALIAS_HELP = (
 )
 
 
-def progress_lines(quiet: bool) -> Any:
-    """A transfer's progress callback: each line on stderr, or ``None`` when quiet."""
+def progress_lines(quiet: bool, status: Status | None = None) -> Any:
+    """A transfer's progress callback, or ``None`` when quiet: each line shown on the
+    terminal's status line (``status``, when drawn), else written to stderr."""
     if quiet:
         return None
+    if status is not None and status.shown:
+        return lines(status)
 
     def say(message: str) -> None:
         sys.stderr.write(message + "\n")
@@ -51,7 +55,10 @@ def cmd_fetch(args: argparse.Namespace) -> int:
         require_signed=args.require_signed,
         remember_alias=not args.no_alias,
     )
-    report_sync(fetch(open_workspace(args), options, progress_lines(args.quiet)))
+    ws = open_workspace(args)
+    with step(f"fetching {args.url}") as status:
+        result = fetch(ws, options, progress_lines(args.quiet, status))
+    report_sync(result)
     return EXIT_OK
 
 

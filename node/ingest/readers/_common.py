@@ -18,15 +18,33 @@ from __future__ import annotations
 
 import datetime as dt
 import re
+import warnings
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, ClassVar, Final
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from node.ingest.errors import ReadError, SchemaError
+
+
+class InputWarning(UserWarning):
+    """Input read the way kamu reads it, but maybe not the way its author meant.
+
+    Raised through `warnings` (readers are generators deep under the callers): the CLI
+    prints each as one ``odf: warning:`` line; other callers may record or log them.
+    """
+
+    #: Shown by the CLI as ``odf: warning: <message>``.
+    odf_warning: ClassVar[bool] = True
+
+
+def warn_input(path: Path, message: str) -> None:
+    """Emit one `InputWarning` about ``path``: ``"<file name>: <message>"``."""
+    warnings.warn(InputWarning(f"{path.name}: {message}"), stacklevel=2)
+
 
 #: Rows per batch handed to the caller unless it asks otherwise.
 DEFAULT_BATCH_ROWS: Final = 65_536

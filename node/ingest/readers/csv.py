@@ -49,7 +49,7 @@ import pyarrow.csv as pa_csv
 
 from fbs.model.source import ReadStepCsv
 from node.ingest.errors import ReadError, SchemaError, UnsupportedFormat
-from node.ingest.readers._common import Conformer, Location, rebatch
+from node.ingest.readers._common import Conformer, Location, rebatch, warn_input
 
 #: Bytes pyarrow parses at a time (bounds memory; also the type-inference sample).
 CSV_BLOCK_BYTES: Final = 4 << 20
@@ -467,24 +467,76 @@ def read_csv(
         read_names = names
         direct: dict[str, Any] | None = None if dialect.infer else dict.fromkeys(names, pa.string())
     else:
-        declared = list(schema.names)
-        if dialect.header and set(declared) <= set(names):
-            read_names = names
-        elif len(names) == len(declared):
-            read_names = declared
-        else:
-            missing = [n for n in declared if n not in names]
-            raise ReadError(
-                f"header does not match the schema: missing {missing}, "
-                f"file has {len(names)} columns, schema {len(declared)}",
-                path=path,
-                line=1 if dialect.header else None,
-            )
+        read_names = _columns_for_schema(path, dialect, names, list(schema.names))
         has_date_fmt = step.date_format is not None
         direct = {
             f.name: (pa.string() if _needs_text(f.type, has_date_fmt) else f.type) for f in schema
         }
-    yield from _stream(_Job(path, dialect, read_names, skip, direct, conformer, batch_rows))
+    job = _Job(path, dialect, read_names, skip, direct, conformer, batch_rows)
+    yield from _warn_if_no_records(job, _stream(job))
+
+
+def _columns_for_schema(
+    path: Path, dialect: _Dialect, names: list[str], declared: list[str]
+) -> list[str]:
+    """The names the file's columns are read under, with a declared schema.
+
+    A header holding every declared name is read by name; otherwise a file with as many
+    columns as the schema is read by position, as kamu's reader does (the declared schema
+    replaces the header). Either way one warning says what the header's author may not
+    expect: columns dropped, or header names read as other names.
+
+    Raises:
+        ReadError: neither applies (a declared column missing and the counts differ).
+    """
+    if dialect.header and set(declared) <= set(names):
+        extra = [n for n in names if n not in declared]
+        if extra:
+            warn_input(path, f"columns not in the schema are ignored: {', '.join(extra)}")
+        return names
+    if len(names) == len(declared):
+        renamed = [f"{h} as {d}" for h, d in zip(names, declared, strict=True) if h != d]
+        if dialect.header and renamed:
+            warn_input(
+                path,
+                "header names differ from the schema, columns read by position: "
+                + ", ".join(renamed),
+            )
+        return declared
+    missing = [n for n in declared if n not in names]
+    raise ReadError(
+        f"header does not match the schema: missing {missing}, "
+        f"file has {len(names)} columns, schema {len(declared)}",
+        path=path,
+        line=1 if dialect.header else None,
+    )
+
+
+def _warn_if_no_records(job: _Job, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """``batches``, with a warning when a non-blank file gave no record at all.
+
+    A file in another format (NDJSON given to a CSV source) often parses as a header line
+    and nothing else: silence would read as "nothing new".
+    """
+    rows = 0
+    for batch in batches:
+        rows += batch.num_rows
+        yield batch
+    if rows:
+        return
+    what = "only a header line" if job.dialect.header else "no record"
+    hint = "; it looks like JSON" if _starts_like_json(job.path) else ""
+    warn_input(job.path, f"no CSV records (the file holds {what}){hint}")
+
+
+def _starts_like_json(path: Path) -> bool:
+    """Whether the file's first non-blank byte opens a JSON object or array."""
+    try:
+        with path.open("rb") as f:
+            head = f.read(4096).lstrip(b"\xef\xbb\xbf \t\r\n")
+    except OSError:
+        return False
+    return head[:1] in (b"{", b"[")
 
 
 @dataclass(frozen=True)
