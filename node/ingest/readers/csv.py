@@ -496,7 +496,9 @@ def _columns_for_schema(
         return names
     if len(names) == len(declared):
         renamed = [f"{h} as {d}" for h, d in zip(names, declared, strict=True) if h != d]
-        if dialect.header and renamed:
+        # A JSON file's first line is no header: the no-records warning or the read
+        # error that follows says what is wrong, without listing JSON fragments here.
+        if dialect.header and renamed and not _starts_like_json(path):
             warn_input(
                 path,
                 "header names differ from the schema, columns read by position: "
