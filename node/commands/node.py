@@ -131,13 +131,48 @@ def _api(
             message = json.loads(e.read()).get("error", str(e))
         except ValueError:
             message = str(e)
-        from node.errors import UsageError
-
-        raise UsageError(f"node refused: {message}") from None
+        raise _refusal(e.code, f"node refused: {message}") from None
     except (urllib.error.URLError, OSError) as e:
         from node.runfile import NodeNotRunning
 
         raise NodeNotRunning(f"cannot reach the node at {info.http_url}: {e}") from None
+
+
+def _refusal(status: int, message: str) -> Exception:
+    """The error a refusal by the node's API stands for, so that the exit code matches
+    the status (404 not found, 503 unavailable; any other refusal is a usage error)."""
+    if status == 404:
+        from storage.errors import DatasetNotFound
+
+        return DatasetNotFound(message)
+    if status == 503:
+        from node.runfile import NodeNotRunning
+
+        return NodeNotRunning(message)
+    from node.errors import UsageError
+
+    return UsageError(message)
+
+
+def _check_followable(ws: Workspace, ref: str) -> None:
+    """Refuse an alias no dataset here has (3), as the node would; ``all`` and DIDs (a
+    dataset not held yet) pass."""
+    from fbs.did import DatasetId
+
+    if ref == "all":
+        return
+    if ref.startswith("did:"):
+        DatasetId.from_did(ref)
+        return
+    from storage.errors import DatasetNotFound
+
+    try:
+        ws.resolve(ref)
+    except DatasetNotFound:
+        raise DatasetNotFound(
+            f"cannot follow {ref!r}: no such dataset here "
+            "(follow a dataset not held yet by its DID)"
+        ) from None
 
 
 def cmd_status(args: argparse.Namespace) -> int:
@@ -260,6 +295,7 @@ def _warn_disputed(ws: Workspace, ref: str) -> None:
 
 def cmd_follow(args: argparse.Namespace) -> int:
     ws = open_workspace(args)
+    _check_followable(ws, args.dataset)
     _warn_disputed(ws, args.dataset)
     info = _running(ws.root)
     if info is not None and not args.foreground:

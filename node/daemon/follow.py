@@ -86,6 +86,7 @@ class FollowList:
         """Follow a dataset (alias, DID, or ``all``); persists. Returns the entry stored.
 
         Raises:
+            DatasetNotFound: an alias no dataset here has.
             UsageError: not ``all``, a DID, or a valid alias; too many follows.
         """
         entry = ref.strip()
@@ -98,7 +99,12 @@ class FollowList:
             else:
                 try:
                     entry = self.ws.resolve(entry).id.to_did_odf()
-                except (DatasetNotFound, StorageError, FbsError) as e:
+                except DatasetNotFound:
+                    raise DatasetNotFound(
+                        f"cannot follow {ref!r}: no such dataset here "
+                        "(follow a dataset not held yet by its DID)"
+                    ) from None
+                except (StorageError, FbsError) as e:
                     raise UsageError(
                         f"cannot follow {ref!r}: {e} (follow a dataset not held yet by its DID)"
                     ) from None

@@ -36,6 +36,7 @@ from typing import IO, TYPE_CHECKING, Final
 
 from fbs.model import (
     AddPushSource,
+    DatasetKind,
     Multihash,
     ReadStep,
     ReadStepCsv,
@@ -106,6 +107,8 @@ INPUT_FORMATS: Final[dict[str, type[ReadStep]]] = {
 
 def _push_source(state: ChainState | None, name: str | None) -> AddPushSource:
     sources = () if state is None else state.push_sources
+    if state is not None and state.kind == DatasetKind.Derivative:
+        raise IngestError("cannot ingest into a derivative dataset: `odf pull` runs its transform")
     if not sources:
         raise SourceNotFound("dataset has no push source (add one with AddPushSource)")
     if name is None:

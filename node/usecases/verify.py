@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from node.errors import UsageError
 
 if TYPE_CHECKING:
+    from fbs.did import DatasetId
     from node.validation.replay import ReplayReport
     from node.validation.trust import TrustReport
     from storage.catalog import DatasetEntry
@@ -108,13 +109,26 @@ def verify_replay(ws: Workspace, options: VerifyOptions) -> list[ReplayReport]:
     return [replay(ws, ref, recursive=options.recursive) for ref in refs]
 
 
+def _validator_id(text: str) -> DatasetId:
+    """A validator named by its DID, or a usage error that says what is expected."""
+    from fbs.did import DatasetId
+    from fbs.errors import InvalidDid
+
+    try:
+        return DatasetId.from_did(text)
+    except InvalidDid:
+        raise UsageError(
+            f"--validator {text!r} is not a validator's DID: expected did:key:z6Mk... "
+            "as `odf attestations DS --wide` prints it"
+        ) from None
+
+
 def verify_trust(ws: Workspace, options: VerifyOptions) -> list[tuple[DatasetEntry, TrustReport]]:
     """Each dataset's head against the validators' attestations (no replay here)."""
-    from fbs.did import DatasetId
     from node.validation.trust import verify_with_trust
 
     assert options.trust is not None
-    trusted = {DatasetId.from_did(v) for v in options.validators} if options.validators else None
+    trusted = {_validator_id(v) for v in options.validators} if options.validators else None
     return [
         (entry, verify_with_trust(ws, entry.id, options.trust, trusted=trusted))
         for entry in _entries(ws, options.datasets)
