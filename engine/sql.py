@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
@@ -33,6 +34,7 @@ __all__ = [
     "register_view",
     "run_steps",
     "spark_message",
+    "trim_spark_message",
     "write_single_parquet",
 ]
 
@@ -113,13 +115,37 @@ def is_query_error(exc: BaseException) -> bool:
 
 
 def spark_message(exc: BaseException) -> str:
-    """Spark's message for ``exc`` without the JVM stack trace."""
+    """Spark's message for ``exc`` as one line (`trim_spark_message`)."""
     from pyspark.errors import PySparkException
 
     if isinstance(exc, PySparkException):
         msg = exc.getMessage() if hasattr(exc, "getMessage") else str(exc)
-        return str(msg).split("\n\tat ", 1)[0].strip() or type(exc).__name__
+        return trim_spark_message(str(msg)) or type(exc).__name__
     return f"{type(exc).__name__}: {exc}"
+
+
+#: Sentences of Spark's messages about Spark itself (catalog search paths, DROP ... IF
+#: EXISTS, configuration flags): not actions an ODF transform author can take.
+_SPARK_ADVICE: Final = re.compile(
+    r"\s*(?:Verify the spelling|If you did not qualify|To tolerate the error|"
+    r"If necessary set|Please check the current catalog|You may get a different result|"
+    r"Search path:).*?(?:\.(?=\s|$)|$)",
+    re.MULTILINE,
+)
+#: Where the message proper ends: the JVM stack, the logical plan, the quoted SQL.
+_SPARK_TAIL: Final = re.compile(r"\n\s*(?:at |'|\+-|:\s*\+-|== SQL|== Physical|== Analyzed)")
+
+
+def trim_spark_message(text: str) -> str:
+    """Spark's error text as one line: the message without the JVM stack, the logical
+    plan, the echoed SQL, the ``SQLSTATE`` code and Spark's own advice."""
+    text = text.replace("\r", "")
+    text = _SPARK_TAIL.split(text, maxsplit=1)[0]
+    text = text.split("\tat ", 1)[0]
+    text = re.sub(r"\s*SQLSTATE: \w+;?", "", text)
+    text = _SPARK_ADVICE.sub("", text)
+    text = " ".join(text.split())
+    return text.rstrip(" ;")
 
 
 def write_single_parquet(

@@ -92,8 +92,10 @@ def timestamp_arg(text: str) -> Timestamp:
 def add_output_format(
     p: argparse.ArgumentParser, choices: Sequence[str], default: str | None
 ) -> None:
-    """``--output-format`` with ``choices`` (required when there is no ``default``)."""
+    """``-o/--output-format`` with ``choices`` (required when there is no ``default``):
+    spelt alike by every command that prints a listing."""
     p.add_argument(
+        "-o",
         "--output-format",
         choices=list(choices),
         default=default,

@@ -338,9 +338,9 @@ def _json_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "-o",
         "--output-format",
-        choices=("text", "json"),
+        choices=("table", "text", "json"),
         default="text",
-        help="json: the same as --json",
+        help="json: the same as --json (table and text: the default listing)",
     )
 
 

@@ -35,7 +35,7 @@ def register(sub: Any) -> None:
     p.add_argument(
         "--script", metavar="FILE", help="run the ';'-separated statements of FILE in order"
     )
-    p.add_argument("--output-format", choices=SQL_OUTPUT_FORMATS, default="table")
+    p.add_argument("-o", "--output-format", choices=SQL_OUTPUT_FORMATS, default="table")
     p.add_argument("--output-path", metavar="PATH", help="write the result to PATH")
     p.add_argument(
         "--engine",
