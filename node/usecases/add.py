@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 from fbs.errors import InvalidName, ManifestError
 
@@ -215,8 +215,62 @@ def _checked(items: list[BatchItem], engine: str | None) -> list[DatasetSnapshot
         check_streaming(snap)
         try:  # complete validation: nothing is stored for a manifest that would fail later
             validate_snapshot(snap)
+            check_sql_syntax(snap)
         except ManifestError as e:
             raise ManifestError(f"{item.source}: {e}") from None
         # Derivative datasets record the engine identity their transform was written for.
         out.append(pin_engine_version(snap))
     return out
+
+
+#: SQL dialects of DataFusion's parser tried in turn: a query none of them parses cannot
+#: be valid Spark SQL either (no parser here reads Spark SQL exactly, so a query is
+#: refused only when every one of these fails on its syntax).
+SQL_DIALECTS: Final = ("databricks", "hive", "generic", "mysql", "postgresql")
+
+
+def check_sql_syntax(snap: DatasetSnapshot) -> None:
+    """Refuse a transform query that is not SQL in any dialect, before anything is stored.
+
+    Only syntax: tables, columns and functions are resolved by the engine at the first
+    pull. Parsed with DataFusion's parser (the ``datafusion`` package ``odf sql`` uses),
+    which runs nothing: DDL, DML and statements are refused before any would run.
+
+    Raises:
+        ManifestError: naming the dataset, the query's alias and the parser's complaint.
+    """
+    from fbs.model import SetTransform, TransformSql
+
+    for event in snap.metadata:
+        if not isinstance(event, SetTransform) or not isinstance(event.transform, TransformSql):
+            continue
+        sql = event.transform
+        steps = [(s.alias, s.query) for s in sql.queries or ()]
+        if sql.query is not None:
+            steps.append((None, sql.query))
+        for alias, query in steps:
+            problem = _syntax_problem(query)
+            if problem is not None:
+                where = f" (query {alias!r})" if alias else ""
+                raise ManifestError(f"{snap.name}: SQL syntax error{where}: {problem}")
+
+
+def _syntax_problem(query: str) -> str | None:
+    """The parser's complaint about ``query`` when no dialect parses it, else None."""
+    from datafusion import SessionConfig, SessionContext, SQLOptions
+
+    options = SQLOptions().with_allow_ddl(False).with_allow_dml(False)
+    options = options.with_allow_statements(False)
+    first: str | None = None
+    for dialect in SQL_DIALECTS:
+        ctx = SessionContext(SessionConfig().set("datafusion.sql_parser.dialect", dialect))
+        try:
+            ctx.sql_with_options(query, options)
+        except Exception as e:
+            text = str(e)
+            if "ParserError(" not in text:
+                return None  # it parsed: planning failed (tables are not registered here)
+            first = first or text.split("ParserError(", 1)[1].rstrip(")").strip('"')
+            continue
+        return None
+    return first
