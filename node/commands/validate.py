@@ -8,6 +8,7 @@ from typing import Any
 
 from node.cli_util import EXIT_OK, EXIT_VERIFY_FAILED, open_workspace
 from node.render.attestations import attestation_row, short_row
+from node.render.progress import step
 
 __all__ = ["cmd_validate", "register"]
 
@@ -24,7 +25,10 @@ def cmd_validate(args: argparse.Namespace) -> int:
     code = EXIT_OK
     docs: list[dict[str, Any]] = []
     for ref in args.dataset:
-        run = validator.validate(ref, max_blocks=args.max_blocks, retry_could_not_check=args.retry)
+        with step(f"validating {ref} (replays its transforms on the engine)"):
+            run = validator.validate(
+                ref, max_blocks=args.max_blocks, retry_could_not_check=args.retry
+            )
         if run.count(Verdict.DIVERGED):
             code = EXIT_VERIFY_FAILED
         rows = [attestation_row(a) for a in run.attestations]

@@ -29,6 +29,7 @@ from node.daemon.attest import AttestationService
 from node.daemon.config import NodeConfig
 from node.daemon.follow import FollowList
 from node.daemon.pulls import PullScheduler
+from node.error_contract import http_status_for
 from node.errors import UsageError
 from node.http.api import HttpApiConfig, create_app
 from node.http.attestations import attach_attestations, attestation_routes
@@ -36,6 +37,7 @@ from node.http.auth import load_or_create_token
 from p2p.attestation_store import AttestationStore
 from p2p.head_store import HeadStore
 from p2p.http.server import Route
+from storage.errors import DatasetNotFound
 from storage.workspace import Workspace
 
 __all__ = ["DaemonWeb"]
@@ -142,8 +144,8 @@ class DaemonWeb:
             return web.json_response({"removed": follows.unfollow(ref), "follow": follows.entries})
         try:
             entry = follows.follow(ref)
-        except UsageError as e:
-            return web.json_response({"error": str(e)}, status=400)
+        except (UsageError, DatasetNotFound) as e:
+            return web.json_response({"error": str(e)}, status=http_status_for(e))
         return web.json_response({"followed": entry, "follow": follows.entries})
 
     async def _api_disputes(self, _request: web.Request) -> web.StreamResponse:
