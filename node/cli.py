@@ -96,7 +96,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         # One line, then 128 + SIGINT. Nothing is left half-done: a commit moves the
         # head by compare-and-swap only after every object is durable.
-        sys.stderr.write("\nodf: interrupted\n")
+        # On a terminal the line starts after the echoed ^C.
+        sys.stderr.write(("\n" if sys.stderr.isatty() else "") + "odf: interrupted\n")
         return 130
 
 

@@ -248,7 +248,10 @@ def test_account_names_resolve_like_kamu_multi_tenant(ws: Path, tmp_path: Path) 
     write(tmp_path / "alice" / "1pub.yaml", root_doc("1pub"))
     write(tmp_path / "alice" / "3pub.yaml", derived_doc("alice/3pub", "1pub"))
     assert run(ws, "add", "-a", "alice", "-r", str(tmp_path / "alice")) == EXIT_OK
-    bob = write(tmp_path / "bob" / "6pub.yaml", derived_doc("6pub", "alice/2pub", "1pub"))
+    bob = write(
+        tmp_path / "bob" / "6pub.yaml",
+        derived_doc("6pub", "alice/2pub", "1pub", table="`alice/2pub`"),  # a quoted table name
+    )
     assert run(ws, "add", "--account", "bob", str(bob)) == EXIT_INVALID  # bob/1pub: none
     write(tmp_path / "bob" / "1pub.yaml", root_doc("1pub"))
     assert run(ws, "add", "--account", "bob", "-r", str(tmp_path / "bob")) == EXIT_OK

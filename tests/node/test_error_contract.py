@@ -278,11 +278,11 @@ def _main_with(
     return cli.main(argv or ["list"])
 
 
-def test_keyboard_interrupt_is_quiet_130(
+def test_keyboard_interrupt_is_one_line_130(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     assert _main_with(monkeypatch, KeyboardInterrupt()) == 130
-    assert capsys.readouterr().err == ""
+    assert capsys.readouterr().err == "odf: interrupted\n"
 
 
 @pytest.mark.parametrize(
