@@ -11,6 +11,9 @@
 4. without a workspace: a private engine child process, stopped when this process exits.
 
 `dataset_engine` does the same for a dataset (its workspace's engine, if it is in one).
+`engine_provider` / `lazy_engine` look the engine up only when it is first needed (a pull
+with nothing to run, an ingest without preprocess, a replay of a root neither starts nor
+leases an engine): the one way transform, replay and ingest preprocess reach it.
 
 Within one process the same client is always returned (one channel per address).
 
@@ -67,7 +70,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, cast
 
 from node.errors import EngineManagerError, EngineSettingsError
 from storage.fsutil import atomic_write_bytes
@@ -88,13 +91,16 @@ __all__ = [
     "ENGINE_RUN_DIR_ENV",
     "STATE_RUNNING",
     "STATE_STARTING",
+    "EngineProvider",
     "EngineRecord",
     "acquire_shared_engine",
     "configured_address",
     "dataset_engine",
+    "engine_provider",
     "engine_run_dir",
     "engine_status",
     "get_engine",
+    "lazy_engine",
     "main",
     "release_lease",
     "stop_shared_engine",
@@ -131,6 +137,9 @@ LOCK_TIMEOUT_S: Final = DEFAULT_START_TIMEOUT_S + 60.0
 #: Largest config / record file read.
 MAX_CONFIG_BYTES: Final = 64 * 1024
 _LOG_TAIL_BYTES: Final = 4096
+
+#: Returns the engine client; called only when the engine is about to be used.
+EngineProvider = Callable[[], "EngineClient"]
 
 _lock = threading.Lock()
 _clients: dict[str, EngineClient] = {}
@@ -262,6 +271,50 @@ def dataset_engine(dataset: Dataset) -> EngineClient:
             `get_engine`.
     """
     return get_engine(workspace_of(dataset))
+
+
+def engine_provider(
+    where: Workspace | Dataset | None, given: EngineClient | None = None
+) -> EngineProvider:
+    """``given``, or the engine for ``where`` (a workspace: `get_engine`; a dataset:
+    `dataset_engine`), looked up on the first call and remembered for the later ones.
+
+    The call raises what `get_engine` raises.
+    """
+    found: list[EngineClient] = [] if given is None else [given]
+
+    def provide() -> EngineClient:
+        if not found:
+            from storage.dataset import Dataset
+
+            if isinstance(where, Dataset):
+                found.append(dataset_engine(where))
+            else:
+                found.append(get_engine(where))
+        return found[0]
+
+    return provide
+
+
+class _LazyEngine:
+    """Stands in for an `EngineClient`; gets the real one on first attribute access."""
+
+    def __init__(self, provide: EngineProvider) -> None:
+        self._provide = provide
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._provide(), name)
+
+
+def lazy_engine(
+    where: Workspace | Dataset | None, given: EngineClient | None = None
+) -> EngineClient:
+    """``given``, or a stand-in for the engine of ``where`` that looks it up (as
+    `engine_provider` does) on its first use: for code that takes a client, not a
+    provider."""
+    if given is not None:
+        return given
+    return cast("EngineClient", _LazyEngine(engine_provider(where)))
 
 
 def _shared_or_private(ws: Workspace | None) -> str:
@@ -515,8 +568,11 @@ def _start_supervisor(
             cwd=run_dir,  # not a workspace: the engine may outlive the one that started it
             start_new_session=True,  # survives this process and its terminal's signals
         )
+    # Our child until it exits: reap it then, or a long-lived process (the daemon) would
+    # keep a zombie per engine it started, and a zombie looks alive to `_pid_alive`.
+    threading.Thread(target=proc.wait, name="engine-supervisor-reaper", daemon=True).start()
     try:
-        return _wait_running(run_dir, proc.pid, lambda: proc.poll() is not None, timeout)
+        return _wait_running(run_dir, proc.pid, lambda: proc.returncode is not None, timeout)
     except EngineManagerError:
         with contextlib.suppress(OSError):
             proc.terminate()  # a booting engine's supervisor stops it and exits
