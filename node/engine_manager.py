@@ -387,7 +387,9 @@ def _run_dir(ws: Workspace) -> Path:
 
 
 def _private_dir(path: Path) -> Path:
-    """``path`` created mode 0700; refused unless it is a real folder of this user."""
+    """``path``, created mode 0700 if absent; refused unless it is a real folder of this
+    user that nobody else can write to (another user could plant a record naming an
+    engine of theirs, or take the locks)."""
     try:
         path.mkdir(mode=PRIVATE_DIR_MODE, parents=True, exist_ok=True)
         st = path.lstat()
@@ -395,8 +397,8 @@ def _private_dir(path: Path) -> Path:
         raise EngineManagerError(f"cannot create the engine run folder {path}: {e}") from None
     if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid():
         raise EngineManagerError(f"engine run folder {path} is not a folder of this user")
-    if st.st_mode & 0o077:
-        path.chmod(PRIVATE_DIR_MODE)
+    if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        raise EngineManagerError(f"engine run folder {path} is writable by other users")
     return path
 
 
@@ -653,14 +655,15 @@ def _still_owned(run_dir: Path, pid: int) -> bool:
 
 
 def _supervise(run_dir: Path, idle_timeout: float, master: str | None, python: str) -> int:
-    from engine.errors import EngineError
-    from engine.process import start_engine_process
-
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, lambda *_: stop.set())
     me, started = os.getpid(), time.time()
+    # Booting from here on (the imports and the JVM take seconds): say so at once.
+    EngineRecord(me, 0, "", started, idle_timeout, STATE_STARTING).write(run_dir)
     _touch(run_dir / ACTIVITY_FILE)
+    from engine.errors import EngineError
+    from engine.process import start_engine_process
 
     def record(engine: EngineProcess, state: str) -> EngineRecord:
         return EngineRecord(me, engine.process.pid, engine.address, started, idle_timeout, state)

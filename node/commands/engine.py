@@ -51,9 +51,12 @@ def cmd_engine_status(args: argparse.Namespace) -> int:
     if record is None:
         print(f"no engine running (one starts on demand; run folder {where})")
     elif record.state != STATE_RUNNING:
+        # Before the engine process exists its supervisor is all there is to show.
+        listen = f", will listen on {record.address}" if record.address else ""
+        engine = f", engine pid {record.engine_pid}" if record.engine_pid else ""
         print(
-            f"engine {record.state}, will listen on {record.address} (supervisor pid "
-            f"{record.pid}, engine pid {record.engine_pid}; run folder {where})"
+            f"engine {record.state}{listen} (supervisor pid {record.pid}{engine}; "
+            f"run folder {where})"
         )
     else:
         print(

@@ -27,6 +27,8 @@ from node.engine_manager import (
     engine_status,
     stop_shared_engine,
 )
+from node.engine_manager import user_run_dir as user_run_dir_of_env
+from node.errors import EngineManagerError
 from storage.workspace import Workspace
 from tests.node.test_transform_engine_manager import (
     ROOT,
@@ -149,7 +151,7 @@ def test_status_shows_a_booting_engine(
         booting = None
         while booting is None and time.monotonic() < deadline and pull.poll() is None:
             record = engine_status(ws)
-            if record is not None and record.state == STATE_STARTING:
+            if record is not None and record.state == STATE_STARTING and record.engine_pid:
                 booting = record
             time.sleep(0.1)
         assert booting is not None, "the booting engine was never shown as starting"
@@ -166,3 +168,20 @@ def test_status_shows_a_booting_engine(
         stopped = stop_shared_engine(ws)
     assert stopped is not None
     assert _wait_gone(stopped.engine_pid, 10.0)
+
+
+def test_a_run_folder_others_can_write_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another user who can write the run folder could plant a record naming an engine of
+    theirs: such a folder is not used."""
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)
+    monkeypatch.setenv("ODF_ENGINE_RUN_DIR", str(shared))
+    with pytest.raises(EngineManagerError, match="writable by other users"):
+        user_run_dir_of_env()
+    fresh = tmp_path / "fresh" / "odf"
+    monkeypatch.setenv("ODF_ENGINE_RUN_DIR", str(fresh))
+    assert user_run_dir_of_env() == fresh
+    assert fresh.stat().st_mode & 0o777 == 0o700
