@@ -23,13 +23,13 @@ file) and runs in a child session of its own; the engine's working folder is its
 folder, not a workspace.
 
 Run folder of the user's engine: ``$ODF_ENGINE_RUN_DIR``, else ``$XDG_RUNTIME_DIR/odf``
-(when that folder is this user's), else ``~/.cache/odf``; created mode 0700 and used
-only if this user owns it. It holds:
+(when that folder is this user's), else ``~/.cache/odf``; created mode 0700, used only
+if this user owns it and nobody else can write to it. It holds:
 
 - ``engine.json`` (mode 0600, read only if this user owns it): ``{"pid", "enginePid",
   "address", "startedAt", "idleTimeout", "state"}``, written by the supervisor as
-  ``starting`` as soon as the engine process exists and as ``running`` once it accepts
-  connections;
+  ``starting`` as soon as it runs (``enginePid`` 0 and no address until the engine
+  process exists, then both), and as ``running`` once the engine accepts connections;
 - ``engine.lock``: flock serializing "reuse or start" decisions and the idle shutdown;
 - ``engine.use``: every client process holds a *shared* flock on it (its lease) for as
   long as it may call the engine, and touches it when it takes and drops the lease;
@@ -659,8 +659,12 @@ def _supervise(run_dir: Path, idle_timeout: float, master: str | None, python: s
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, lambda *_: stop.set())
     me, started = os.getpid(), time.time()
-    # Booting from here on (the imports and the JVM take seconds): say so at once.
-    EngineRecord(me, 0, "", started, idle_timeout, STATE_STARTING).write(run_dir)
+    try:
+        # Booting from here on (the imports and the JVM take seconds): say so at once.
+        EngineRecord(me, 0, "", started, idle_timeout, STATE_STARTING).write(run_dir)
+    except OSError as e:  # the run folder is already gone
+        print(f"engine run folder lost: {e}", file=sys.stderr, flush=True)
+        return 1
     _touch(run_dir / ACTIVITY_FILE)
     from engine.errors import EngineError
     from engine.process import start_engine_process
