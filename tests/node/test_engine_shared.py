@@ -185,3 +185,21 @@ def test_a_run_folder_others_can_write_is_refused(
     monkeypatch.setenv("ODF_ENGINE_RUN_DIR", str(fresh))
     assert user_run_dir_of_env() == fresh
     assert fresh.stat().st_mode & 0o777 == 0o700
+
+
+def test_requests_keep_an_engine_without_leases_alive(
+    tmp_path: Path, fake_python: Path, user_run_dir: Path
+) -> None:
+    """Idle means no lease *and* no request: the engine touches ``engine.activity`` per
+    request (the Spark test checks that), and the supervisor counts it as use."""
+    ws = _workspace(tmp_path, "busy")
+    _acquire_in_child(ws, fake_python, idle=2.0)  # the child's lease is gone with it
+    record = engine_status(ws)
+    assert record is not None
+    until = time.monotonic() + 5.0
+    while time.monotonic() < until:  # requests keep coming, past the idle timeout
+        os.utime(user_run_dir / "engine.activity")
+        time.sleep(0.3)
+    assert engine_status(ws) == record, "an engine serving requests was stopped as idle"
+    assert _wait_gone(record.pid, 15.0)  # then idle: it stops
+    assert _wait_gone(record.engine_pid, 10.0)
