@@ -7,7 +7,8 @@
 3. a *shared engine*, started on demand and reused by every ``odf`` invocation until it
    has been idle for a while (below): one per user, shared by all of the user's
    workspaces; a workspace whose engine settings differ from the defaults (a Spark
-   ``master`` in its config or ``$ODF_ENGINE_MASTER``) gets its own in ``.odf/run/``;
+   ``master`` in its config or ``$ODF_ENGINE_MASTER``) gets its own in ``.odf/run/``, as
+   does every workspace of a user without a usable run folder (below);
 4. without a workspace: a private engine child process, stopped when this process exits.
 
 `dataset_engine` does the same for a dataset (its workspace's engine, if it is in one).
@@ -422,8 +423,20 @@ def user_run_dir() -> Path:
 
 def engine_run_dir(ws: Workspace) -> Path:
     """The run folder of the shared engine ``ws`` uses: the user's, or the workspace's own
-    ``.odf/run/`` when its engine settings (the Spark master) are not the defaults."""
-    return _run_dir(ws) if _master(ws) is not None else user_run_dir()
+    ``.odf/run/`` when its engine settings (the Spark master) are not the defaults, or
+    when the user has no usable default run folder (a container user without a home).
+
+    Raises:
+        EngineManagerError: ``$ODF_ENGINE_RUN_DIR`` names a folder that cannot be used.
+    """
+    if _master(ws) is not None:
+        return _run_dir(ws)
+    try:
+        return user_run_dir()
+    except EngineManagerError:
+        if os.environ.get(ENGINE_RUN_DIR_ENV):
+            raise
+        return _run_dir(ws)
 
 
 def _pid_alive(pid: int) -> bool:

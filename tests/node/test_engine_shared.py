@@ -203,3 +203,20 @@ def test_requests_keep_an_engine_without_leases_alive(
     assert engine_status(ws) == record, "an engine serving requests was stopped as idle"
     assert _wait_gone(record.pid, 15.0)  # then idle: it stops
     assert _wait_gone(record.engine_pid, 10.0)
+
+
+def test_without_a_usable_user_folder_a_workspace_keeps_its_own_engine(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A container user whose home cannot be written still gets an engine: its
+    workspace's own, as before there was a user's engine."""
+    ws = _workspace(tmp_path, "homeless")
+    not_a_folder = tmp_path / "home-file"
+    not_a_folder.write_text("")
+    for name in ("ODF_ENGINE_RUN_DIR", "XDG_RUNTIME_DIR"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HOME", str(not_a_folder))
+    assert engine_run_dir(ws) == ws.root / "run"
+    monkeypatch.setenv("ODF_ENGINE_RUN_DIR", str(not_a_folder / "odf"))
+    with pytest.raises(EngineManagerError):  # a folder asked for is never swapped
+        engine_run_dir(ws)
