@@ -10,6 +10,7 @@ import argparse
 import logging
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Final
 
 from engine.errors import EngineConfigError, EngineError
@@ -50,6 +51,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="extra spark.* setting (repeatable), e.g. spark.sql.files.maxPartitionBytes=64m",
     )
     ap.add_argument("--no-warmup", action="store_true", help="skip the start-up warm-up")
+    ap.add_argument(
+        "--activity-file",
+        type=Path,
+        default=None,
+        help="existing file touched when each request starts and ends (the idle clock)",
+    )
     ap.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
     return ap
 
@@ -83,6 +90,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             settings=settings,
             warmup=not args.no_warmup,
             max_concurrent=args.max_concurrent,
+            activity_path=args.activity_file,
         )
     except EngineError as e:
         print(f"odf-engine: {e}", file=sys.stderr)

@@ -16,7 +16,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import TracebackType
 from typing import IO, Final
@@ -114,18 +114,25 @@ class EngineProcess:
 
 
 def wait_for_port(
-    host: str, port: int, timeout: float, process: subprocess.Popen[bytes] | None = None
+    host: str,
+    port: int,
+    timeout: float,
+    process: subprocess.Popen[bytes] | None = None,
+    abort: Callable[[], bool] | None = None,
 ) -> None:
     """Poll until ``host:port`` accepts connections.
 
     Raises:
-        EngineUnavailable: if ``process`` exits first.
+        EngineUnavailable: if ``process`` exits first, or ``abort()`` turns true (the
+            owner of a booting engine went away or asked it to stop).
         EngineTimeout: if the port is not open within ``timeout`` seconds.
     """
     deadline = time.monotonic() + timeout
     while True:
         if process is not None and process.poll() is not None:
             raise EngineUnavailable(f"engine exited with code {process.returncode} while starting")
+        if abort is not None and abort():
+            raise EngineUnavailable("engine start aborted")
         if _port_open(host, port):
             return
         if time.monotonic() >= deadline:
@@ -144,13 +151,21 @@ def start_engine_process(
     startup_timeout: float = DEFAULT_STARTUP_TIMEOUT,
     log_path: str | os.PathLike[str] | None = None,
     python: str = sys.executable,
+    activity_path: str | os.PathLike[str] | None = None,
+    on_spawn: Callable[[EngineProcess], None] | None = None,
+    abort: Callable[[], bool] | None = None,
 ) -> EngineProcess:
     """Start ``python -m engine`` on ``host:port`` (0 = a free port) and wait until ready.
 
     ``extra_conf`` holds further ``spark.*`` settings of the engine's session.
+    ``activity_path``: a file the engine touches at the start and end of every request
+    (its owner's idle clock). ``on_spawn`` is called with the booting engine as soon as
+    its process exists (before it is ready: a supervisor records it as starting);
+    ``abort`` is polled while it boots and stops the start when it turns true.
 
     Raises:
-        EngineUnavailable: if the engine exits while starting (the error holds its log tail).
+        EngineUnavailable: if the engine exits while starting (the error holds its log
+            tail) or the start is aborted (the engine is stopped).
         EngineTimeout: if it is not ready within ``startup_timeout`` seconds (it is killed).
     """
     port = port or free_port(host)
@@ -163,6 +178,8 @@ def start_engine_process(
         args.append("--no-warmup")
     for key, value in (extra_conf or {}).items():
         args += ["--conf", f"{key}={value}"]
+    if activity_path is not None:
+        args += ["--activity-file", str(activity_path)]
     if log_path is None:
         fd, name = tempfile.mkstemp(prefix="odf-engine-", suffix=".log")
         os.close(fd)
@@ -184,9 +201,15 @@ def start_engine_process(
         )
     engine = EngineProcess(process, host, port, log)
     try:
-        wait_for_port(host, port, startup_timeout, process)
+        if on_spawn is not None:
+            on_spawn(engine)
+        wait_for_port(host, port, startup_timeout, process, abort)
     except EngineUnavailable as e:
         with contextlib.suppress(OSError):
             engine.stop(timeout=5.0)
         raise type(e)(f"{e}; log {log}:\n{_log_tail(log)}") from None
+    except BaseException:
+        with contextlib.suppress(OSError):
+            engine.stop(timeout=5.0)
+        raise
     return engine

@@ -14,12 +14,15 @@ answered with ``InternalError`` (the protocol has no "bad request" variant).
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import os
 import signal
 import threading
 import time
 from collections.abc import Iterator
 from concurrent import futures
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 import grpc
@@ -90,14 +93,41 @@ def _clip(text: str | None) -> str | None:
     return text[:MAX_ERROR_CHARS] + "\n... (truncated)"
 
 
+class _Activity:
+    """Touches a file when a request starts and when it ends: the idle clock of whoever
+    supervises the engine (a request is use, even from a client that holds no lease)."""
+
+    def __init__(self, path: Path | None) -> None:
+        self._path = path
+
+    def touch(self) -> None:
+        if self._path is not None:
+            with contextlib.suppress(OSError):
+                os.utime(self._path)  # an absent file (owner gone) is not re-created
+
+    @contextlib.contextmanager
+    def request(self) -> Iterator[None]:
+        self.touch()
+        try:
+            yield
+        finally:
+            self.touch()
+
+
 class EngineServicer(pb_grpc.EngineServicer):
     """Implements ``engine.Engine`` on top of a root SparkSession."""
 
-    def __init__(self, session: SparkSession, max_concurrent: int = DEFAULT_MAX_CONCURRENT):
+    def __init__(
+        self,
+        session: SparkSession,
+        max_concurrent: int = DEFAULT_MAX_CONCURRENT,
+        activity_path: Path | None = None,
+    ):
         if max_concurrent < 1:
             raise EngineConfigError(f"max_concurrent must be >= 1, got {max_concurrent}")
         self._session = session
         self._slots = threading.BoundedSemaphore(max_concurrent)
+        self._activity = _Activity(activity_path)
 
     def ExecuteTransform(
         self, request: pb.TransformRequest, context: grpc.ServicerContext
@@ -111,7 +141,7 @@ class EngineServicer(pb_grpc.EngineServicer):
         except FbsError as e:
             result = TransformResponseInternalError(message=f"malformed TransformRequest: {e}")
         else:
-            with self._slots:
+            with self._activity.request(), self._slots:
                 result = execute_transform(self._session, req)
             if isinstance(result, TransformResponseInternalError):
                 result = TransformResponseInternalError(
@@ -132,7 +162,7 @@ class EngineServicer(pb_grpc.EngineServicer):
         except FbsError as e:
             result = RawQueryResponseInternalError(message=f"malformed RawQueryRequest: {e}")
         else:
-            with self._slots:
+            with self._activity.request(), self._slots:
                 result = execute_raw_query(self._session, req)
             if isinstance(result, RawQueryResponseInternalError):
                 result = RawQueryResponseInternalError(
@@ -161,8 +191,9 @@ class EngineServer:
         *,
         max_workers: int = DEFAULT_MAX_WORKERS,
         max_concurrent: int = DEFAULT_MAX_CONCURRENT,
+        activity_path: Path | None = None,
     ) -> None:
-        """Bind and start serving.
+        """Bind and start serving (``activity_path``: see `run_engine`).
 
         Raises:
             EngineConfigError: for a bad port or worker count, or if the address cannot
@@ -176,7 +207,8 @@ class EngineServer:
             futures.ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="engine"),
             options=list(GRPC_OPTIONS),
         )
-        pb_grpc.add_EngineServicer_to_server(EngineServicer(session, max_concurrent), self._server)
+        servicer = EngineServicer(session, max_concurrent, activity_path)
+        pb_grpc.add_EngineServicer_to_server(servicer, self._server)
         try:
             bound = self._server.add_insecure_port(f"{host}:{port}")
         except RuntimeError as e:
@@ -205,6 +237,7 @@ def run_engine(
     settings: SparkSettings | None = None,
     warmup: bool = True,
     max_concurrent: int = DEFAULT_MAX_CONCURRENT,
+    activity_path: Path | None = None,
 ) -> None:
     """Start Spark and the gRPC server; block until SIGTERM/SIGINT, then shut down cleanly.
 
@@ -218,6 +251,8 @@ def run_engine(
         settings: full Spark settings (defaults: `engine.spark.SparkSettings`).
         warmup: run a tiny transform first so the first real request is fast.
         max_concurrent: requests running Spark jobs at once.
+        activity_path: an existing file touched when each request starts and ends (the
+            supervisor of a shared engine reads its time as the last use).
 
     Raises:
         EngineConfigError: for invalid settings or an address that cannot be bound.
@@ -244,7 +279,9 @@ def run_engine(
             log.info("warm-up done in %.2f s", time.monotonic() - started)
         if stop.is_set():
             return
-        server = EngineServer(session, host, port, max_concurrent=max_concurrent)
+        server = EngineServer(
+            session, host, port, max_concurrent=max_concurrent, activity_path=activity_path
+        )
         log.info("%s listening on %s", engine_identity(session), server.address)
         try:
             while not stop.wait(0.5):

@@ -950,19 +950,9 @@ def pull_derivative(
     """
     # The engine is reached only when a transform really runs: an up-to-date pull (a cron
     # job's `odf pull --all`) must neither start a JVM nor keep one alive for its idle timeout.
-    if engine is None:
-        from node.engine_manager import get_engine
+    from node.engine_manager import engine_provider
 
-        def engine_of_ws() -> EngineClient:
-            return get_engine(ws)
-
-        provide = engine_of_ws
-    else:
-        given = engine
-
-        def provide() -> EngineClient:
-            return given
-
+    provide = engine_provider(ws, engine)
     target = ws.resolve(ref).id
     order = derivative_order(ws, target) if recursive else [target]
     results = [_pull_one(ws, did, provide, max_attempts) for did in order]

@@ -4,12 +4,19 @@
 every package (tests/engine, tests/node). A package-level conftest must not define
 fixtures of the same names, or a second JVM would run next to this one.
 
+`engine_run_dir`: the user's shared engine (`node.engine_manager`) of any test that
+starts one runs in a run folder of this session's, deleted at its end: such an engine
+stops within seconds then, instead of outliving the test run by its idle timeout.
+
 `anyio_backend`: the ``pytest.mark.anyio`` tests run on asyncio, the daemon's loop (the
 libp2p host runs trio in its own thread, see `p2p.libp2p.bridge`).
 """
 
 from __future__ import annotations
 
+import os
+import shutil
+import tempfile
 from collections.abc import Iterator
 
 import pytest
@@ -17,6 +24,24 @@ import pytest
 from engine.client import EngineClient
 from engine.inputs import PARALLEL_MIN_BYTES_CONF
 from engine.process import EngineProcess, start_engine_process
+
+
+@pytest.fixture(scope="session", autouse=True)
+def engine_run_dir() -> Iterator[str]:
+    """``$ODF_ENGINE_RUN_DIR`` for the session (child processes inherit it)."""
+    from node.engine_manager import ENGINE_RUN_DIR_ENV
+
+    path = tempfile.mkdtemp(prefix="odf-test-engine-run-")
+    previous = os.environ.get(ENGINE_RUN_DIR_ENV)
+    os.environ[ENGINE_RUN_DIR_ENV] = path
+    try:
+        yield path
+    finally:
+        if previous is None:
+            os.environ.pop(ENGINE_RUN_DIR_ENV, None)
+        else:
+            os.environ[ENGINE_RUN_DIR_ENV] = previous
+        shutil.rmtree(path, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")

@@ -1,5 +1,5 @@
 """``odf engine run|status|stop``: the Spark engine (gRPC, the ODF engine contract),
-started on demand and shared by the workspace's commands."""
+started on demand and shared by the user's workspaces (`node.engine_manager`)."""
 
 from __future__ import annotations
 
@@ -33,8 +33,13 @@ def cmd_engine_run(args: argparse.Namespace) -> int:
 
 
 def cmd_engine_status(args: argparse.Namespace) -> int:
-    """Show the workspace's shared engine (or the configured address)."""
-    from node.engine_manager import configured_address, engine_status
+    """Show the shared engine the workspace uses (or the configured address)."""
+    from node.engine_manager import (
+        STATE_RUNNING,
+        configured_address,
+        engine_run_dir,
+        engine_status,
+    )
 
     ws = open_workspace(args)
     address = configured_address(ws)
@@ -42,18 +47,27 @@ def cmd_engine_status(args: argparse.Namespace) -> int:
         print(f"configured engine: {address}")
         return EXIT_OK
     record = engine_status(ws)
+    where = engine_run_dir(ws)
     if record is None:
-        print("no engine running (one starts on demand)")
+        print(f"no engine running (one starts on demand; run folder {where})")
+    elif record.state != STATE_RUNNING:
+        # Before the engine process exists its supervisor is all there is to show.
+        listen = f", will listen on {record.address}" if record.address else ""
+        engine = f", engine pid {record.engine_pid}" if record.engine_pid else ""
+        print(
+            f"engine {record.state}{listen} (supervisor pid {record.pid}{engine}; "
+            f"run folder {where})"
+        )
     else:
         print(
-            f"engine at {record.address} (supervisor pid {record.pid}, engine pid "
-            f"{record.engine_pid}, idle timeout {record.idle_timeout:g} s)"
+            f"engine running at {record.address} (supervisor pid {record.pid}, engine pid "
+            f"{record.engine_pid}, idle timeout {record.idle_timeout:g} s; run folder {where})"
         )
     return EXIT_OK
 
 
 def cmd_engine_stop(args: argparse.Namespace) -> int:
-    """Stop the workspace's shared engine."""
+    """Stop the shared engine the workspace uses (the user's, shared by its workspaces)."""
     from node.engine_manager import stop_shared_engine
 
     record = stop_shared_engine(open_workspace(args))
@@ -71,7 +85,7 @@ def register(sub: Any) -> None:
     p.add_argument("--port", type=int, default=ENGINE_DEFAULT_PORT, help="TCP port (%(default)s)")
     p.add_argument("--master", default=None, help="Spark master URL (default local[*])")
     p.add_argument("--no-warmup", action="store_true", help="skip the start-up warm-up")
-    p = esub.add_parser("status", help="show the workspace's shared engine")
+    p = esub.add_parser("status", help="show the shared engine (starting or running)")
     p.set_defaults(func=cmd_engine_status)
-    p = esub.add_parser("stop", help="stop the workspace's shared engine")
+    p = esub.add_parser("stop", help="stop the shared engine")
     p.set_defaults(func=cmd_engine_stop)

@@ -33,18 +33,11 @@ EngineProvider = Callable[[], "EngineClient"]
 
 
 def engine_provider(dataset: Dataset, given: EngineClient | None = None) -> EngineProvider:
-    """``given``, or the engine for ``dataset`` (`node.engine_manager.dataset_engine`),
-    looked up on the first call and remembered for the later ones."""
-    found: list[EngineClient] = [] if given is None else [given]
+    """``given``, or the engine for ``dataset`` (`node.engine_manager.engine_provider`:
+    looked up on the first call and remembered for the later ones)."""
+    from node.engine_manager import engine_provider as lookup
 
-    def provide() -> EngineClient:
-        if not found:
-            from node.engine_manager import dataset_engine
-
-            found.append(dataset_engine(dataset))
-        return found[0]
-
-    return provide
+    return lookup(dataset, given)
 
 
 def preprocess(

@@ -23,7 +23,7 @@ import logging
 import shutil
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Final, TypeAlias, cast
+from typing import TYPE_CHECKING, Final, TypeAlias
 
 from fbs.did import DatasetId
 from fbs.errors import FbsError
@@ -479,10 +479,10 @@ def verify_replay(
             refused query is reported as a mismatch instead).
     """
     from engine.spark import engine_identity
+    from node.engine_manager import lazy_engine
 
-    if engine is None:
-        # Root datasets need no engine: start (or attach to) one only on first use.
-        engine = cast("EngineClient", _LazyEngine(ws))
+    # Root datasets need no engine: start (or attach to) one only on first use.
+    engine = lazy_engine(ws, engine)
     identity = engine_identity()
     target = ws.resolve(ref)
     state = ws.get(target.id).state()
@@ -492,18 +492,3 @@ def verify_replay(
     reports = [_replay_one(ws, did, engine, identity) for did in order]
     final = reports[-1]
     return dataclasses.replace(final, upstream=tuple(reports[:-1])) if recursive else final
-
-
-class _LazyEngine:
-    """Stands in for an `EngineClient` and gets the real one on first attribute access."""
-
-    def __init__(self, ws: Workspace) -> None:
-        self._ws = ws
-        self._client: EngineClient | None = None
-
-    def __getattr__(self, name: str) -> Any:
-        if self._client is None:
-            from node.engine_manager import get_engine
-
-            self._client = get_engine(self._ws)
-        return getattr(self._client, name)

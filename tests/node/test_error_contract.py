@@ -499,7 +499,12 @@ def test_an_up_to_date_pull_does_not_start_an_engine(derivative: Path, tmp_path:
     project = tmp_path / "project"
     shutil.copytree(derivative, project, symlinks=True)
     env = {k: v for k, v in os.environ.items() if k != "ODF_ENGINE_ADDRESS"}
-    env |= {"ODF_WORKSPACE": str(project), "JAVA_HOME": str(tmp_path / "no-java")}
+    user_run = tmp_path / "engine-run"  # the user's shared engine would be recorded there
+    env |= {
+        "ODF_WORKSPACE": str(project),
+        "JAVA_HOME": str(tmp_path / "no-java"),
+        "ODF_ENGINE_RUN_DIR": str(user_run),
+    }
     for argv in (["pull", "deriv"], ["pull", "--all"]):
         r = subprocess.run([odf_exe(), *argv], env=env, capture_output=True, text=True, timeout=300)
         assert r.returncode == 0, r.stdout + r.stderr
@@ -507,3 +512,4 @@ def test_an_up_to_date_pull_does_not_start_an_engine(derivative: Path, tmp_path:
     assert "(no polling source)" in r.stdout  # --all passes the push-only root by
     run_dir = project / ".odf" / "run"
     assert not (run_dir / "engine.json").exists()
+    assert not (user_run / "engine.json").exists()

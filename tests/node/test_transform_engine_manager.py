@@ -8,16 +8,19 @@ all the manager relies on.
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from node.engine_manager import (
     ENGINE_ADDRESS_ENV,
+    ENGINE_RUN_DIR_ENV,
     EngineRecord,
     configured_address,
     engine_status,
@@ -31,10 +34,11 @@ ROOT = Path(__file__).resolve().parents[2]
 
 FAKE_ENGINE = """\
 #!{python}
-import signal, socket, sys
+import os, signal, socket, sys, time
 args = sys.argv
 host, port = args[args.index("--host") + 1], int(args[args.index("--port") + 1])
 signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+time.sleep(float(os.environ.get("ODF_FAKE_ENGINE_BOOT_S", "0")))  # Spark's start
 s = socket.socket()
 s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
 s.bind((host, port))
@@ -43,6 +47,20 @@ while True:
     conn, _ = s.accept()
     conn.close()
 """
+
+
+@pytest.fixture(autouse=True)
+def user_run_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """This test's own run folder for the user's engine (its children inherit it).
+
+    Afterwards it and every workspace's run folder are deleted: an engine a failed test
+    left behind stops within seconds (its owner is gone).
+    """
+    path = tmp_path / "engine-run"
+    monkeypatch.setenv(ENGINE_RUN_DIR_ENV, str(path))
+    yield path
+    for run_dir in [path, *tmp_path.glob("*/.odf/run")]:
+        shutil.rmtree(run_dir, ignore_errors=True)
 
 
 @pytest.fixture
@@ -94,7 +112,9 @@ def test_configured_address_wins(ws: Workspace, monkeypatch: pytest.MonkeyPatch)
         configured_address(ws)
 
 
-def test_shared_engine_is_reused_then_stops_when_idle(ws: Workspace, fake_python: Path) -> None:
+def test_shared_engine_is_reused_then_stops_when_idle(
+    ws: Workspace, fake_python: Path, user_run_dir: Path
+) -> None:
     first = _acquire_in_child(ws, fake_python, idle=2.0)
     record = engine_status(ws)
     assert record is not None and record.address == first
@@ -105,7 +125,8 @@ def test_shared_engine_is_reused_then_stops_when_idle(ws: Workspace, fake_python
     # Nobody holds a lease any more: after the idle timeout both processes are gone.
     assert _wait_gone(record.pid, 30.0)
     assert _wait_gone(record.engine_pid, 10.0)
-    assert EngineRecord.read(ws.root / "run" / "engine.json") is None
+    assert EngineRecord.read(user_run_dir / "engine.json") is None
+    assert (user_run_dir.stat().st_mode & 0o777) == 0o700
 
 
 def test_stop_shared_engine(ws: Workspace, fake_python: Path) -> None:

@@ -38,7 +38,7 @@ from fbs.model.engine import (
     RawQueryResponseRoot,
     RawQueryResponseSuccess,
 )
-from node.engine_manager import ENGINE_ADDRESS_ENV, workspace_of
+from node.engine_manager import ENGINE_ADDRESS_ENV, ENGINE_RUN_DIR_ENV, workspace_of
 from node.ingest.errors import PreprocessError
 from node.ingest.pipeline import ingest, read_changelog
 from storage.dataset import Dataset
@@ -157,9 +157,11 @@ def test_ingest_without_preprocess_reaches_no_engine(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.delenv(ENGINE_ADDRESS_ENV, raising=False)
+    monkeypatch.setenv(ENGINE_RUN_DIR_ENV, str(tmp_path / "engine-run"))
     ws, ds = _dataset(tmp_path, None)
     assert ingest(ds, [_input(tmp_path)]).num_records == 2
-    # Looking the engine up would have leased (or started) the workspace's shared engine.
+    # Looking the engine up would have leased (or started) the user's shared engine.
+    assert not (tmp_path / "engine-run").exists()
     assert not (ws.root / "run").exists()
 
 
