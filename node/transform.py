@@ -82,6 +82,7 @@ from node.errors import (
     NotDerivative,
     TransformError,
 )
+from node.ownership import require_owned
 from storage.chain import ChainState
 from storage.dataset import CommitResult, Dataset, PendingEvent
 from storage.errors import DatasetNotFound, InvalidAlias, RefCASFailed
@@ -965,6 +966,7 @@ def pull_derivative(
 
     target = ws.resolve(ref).id
     order = derivative_order(ws, target) if recursive else [target]
+    require_owned(ws, *order, action="run its transform")  # a replica's blocks are its publisher's
     results = [_pull_one(ws, did, provide, max_attempts) for did in order]
     final = results[-1]
     return dataclasses.replace(final, upstream=tuple(results[:-1])) if recursive else final
