@@ -9,7 +9,8 @@ are refused (`node.http.auth`). On top come the attestation routes
 * ``/api/follow``: GET the follow list; POST / DELETE ``{"dataset": REF}`` follows or
   unfollows (`node.daemon.follow.FollowList`);
 * ``/api/network/{ref}``: what the network says about a dataset (DID or multibase id;
-  `node.daemon.pulls.PullScheduler.resolve`);
+  `node.daemon.pulls.PullScheduler.resolve`); for any other ``ref``, the heads heard
+  whose publisher signed the alias ``ref`` (``{"name", "matches": [{"record"}]}``);
 * ``/api/disputes``: every publisher's record under the node's dispute policy
   (`node.daemon.attest.AttestationService.publisher_records_json`).
 
@@ -158,5 +159,13 @@ class DaemonWeb:
                 DatasetId.from_did(ref) if ref.startswith("did:") else DatasetId.from_multibase(ref)
             )
         except FbsError as e:
-            return web.json_response({"error": f"invalid dataset id: {e}"}, status=400)
+            if ref.startswith("did:"):
+                return web.json_response({"error": f"invalid dataset id: {e}"}, status=400)
+            return web.json_response(self._heard_as(ref))
         return web.json_response(await self._pulls.resolve(did))
+
+    def _heard_as(self, name: str) -> dict[str, Any]:
+        """The newest heads heard whose publisher signed the alias ``name``, one per dataset."""
+        known = list(self._pulls.known.values())
+        matches = [{"record": k.record.to_dict()} for k in known if k.record.name == name]
+        return {"name": name, "matches": matches}

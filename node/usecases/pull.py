@@ -189,7 +189,7 @@ def classify(ws: Workspace, ref: str, options: PullOptions) -> PullTarget:
     """How ``ref`` is pulled.
 
     Raises:
-        UsageError: ``set_watermark`` on a derivative.
+        UsageError: ``set_watermark`` on a derivative or a dataset with a pull alias.
         ReplicaReadOnly: ``set_watermark`` on a replica (`node.ownership`).
         DatasetNotFound: a local reference that names no dataset (with the DIDs the
             running node heard published under that name, if any).
@@ -207,6 +207,10 @@ def classify(ws: Workspace, ref: str, options: PullOptions) -> PullTarget:
     if not is_owned(ws, entry.id) or url is not None:
         if options.set_watermark is not None:
             require_owned(ws, entry.id, action="set its watermark (it would fork its history)")
+            raise UsageError(
+                f"{ref} is pulled from {url}: a watermark set here would fork its "
+                "history from the source's"
+            )
         return PullTarget(ref, PullKind.REPLICA, url)
     state = ws.get(ref).state()
     if state is not None and state.kind == DatasetKind.Derivative:
