@@ -8,7 +8,8 @@ grows here; ``odf pull DS`` brings its publisher's blocks instead, from:
    the peers that serve it (`node.remote.network`).
 
 It reports "up to date" only when no newer signed head is known: a newer head that was
-heard but that no reachable source serves is an error (exit 7), never "up to date".
+heard but that no reachable source serves is an error (`SourceUnreachable`, exit 7),
+never "up to date".
 Everything goes through the one verified receive path (`p2p.sync.pull_dataset`).
 
 The attestations of the blocks held come along (`import_attestations`): the source's
@@ -60,8 +61,8 @@ def update_replica(
     """Bring replica ``ref`` to the newest signed head known (see the module docstring).
 
     Raises:
-        PeerUnavailable: a newer head is known and no source serves it; or there is
-            nowhere to look (no pull alias and no running node).
+        SourceUnreachable: a newer signed head is known and no source serves it.
+        PeerUnavailable: nowhere to look (no pull alias and no running node).
         P2PError / StorageError: see `p2p.sync.pull_dataset`.
     """
     from node.remote.network import ask_network
@@ -100,9 +101,10 @@ def _newer(ws: Workspace, did: DatasetId, view: NetworkView | None) -> NetworkVi
     """``view`` if it knows a signed head above the local head, else ``None``.
 
     Raises:
-        PeerUnavailable: that head was heard but no reachable peer serves it.
+        SourceUnreachable: that head was heard but no reachable peer serves it (exit 7:
+            a later try may find one).
     """
-    from p2p.errors import PeerUnavailable
+    from p2p.errors import SourceUnreachable
 
     if view is None or view.record is None:
         return None
@@ -111,7 +113,7 @@ def _newer(ws: Workspace, did: DatasetId, view: NetworkView | None) -> NetworkVi
         return None
     if not view.addrs:
         record = view.record
-        raise PeerUnavailable(
+        raise SourceUnreachable(
             f"{ws.resolve(did).alias}: its publisher signed a newer head (block "
             f"{record.sequence_number}, {record.head.short()}) but no reachable peer "
             "serves it yet; try again later"
