@@ -31,7 +31,13 @@ if TYPE_CHECKING:
     from p2p.sync import PullResult
     from storage.workspace import Workspace
 
-__all__ = ["ReplicaUpdate", "attestations_url", "import_attestations", "update_replica"]
+__all__ = [
+    "ReplicaUpdate",
+    "accept_attestations",
+    "attestations_url",
+    "import_attestations",
+    "update_replica",
+]
 
 #: Largest attestation document read from a source.
 MAX_ATTESTATIONS_DOC_BYTES = 64 * 1024 * 1024
@@ -172,7 +178,7 @@ def import_attestations(ws: Workspace, url: str) -> int:
     if source is None:
         return 0
     docs = asyncio.run(_get_attestations(source))
-    return _accept_all(ws, docs)
+    return accept_attestations(ws, docs)
 
 
 async def _get_attestations(url: str) -> list[object]:
@@ -201,7 +207,9 @@ async def _get_attestations(url: str) -> list[object]:
     return list(items) if isinstance(items, list) else []
 
 
-def _accept_all(ws: Workspace, docs: list[object]) -> int:
+def accept_attestations(ws: Workspace, docs: list[object]) -> int:
+    """Take each attestation of ``docs`` (wire JSON objects) the local store accepts
+    (`p2p.attestation_store.AttestationStore.accept`); the number newly accepted."""
     from p2p.attestation import Attestation
     from p2p.attestation_store import AcceptStatus, AttestationStore
     from p2p.errors import P2PError
