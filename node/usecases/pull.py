@@ -26,7 +26,7 @@ from enum import StrEnum
 from typing import TYPE_CHECKING
 
 from node.errors import UsageError
-from node.usecases.fetch import FetchOptions, OnProgress, fetch
+from node.usecases.fetch import FetchOptions, OnProgress, fetch_with_attestations
 
 if TYPE_CHECKING:
     from fbs.timestamp import Timestamp
@@ -295,10 +295,8 @@ def pull_one(
         )
         return PullOutcome(target, synced=update.synced, attestations=update.attestations)
     if kind is PullKind.URL:
-        from node.usecases.replica import import_attestations
-
-        synced = fetch(ws, _fetch_options(target, options), on_progress)
-        return PullOutcome(target, synced=synced, attestations=import_attestations(ws, target.ref))
+        synced, brought = fetch_with_attestations(ws, _fetch_options(target, options), on_progress)
+        return PullOutcome(target, synced=synced, attestations=brought)
     from node.validation.disputes import disputed_warning
 
     if kind is PullKind.DERIVATIVE:

@@ -12,9 +12,8 @@ heard but that no reachable source serves is an error (`SourceUnreachable`, exit
 never "up to date".
 Everything goes through the one verified receive path (`p2p.sync.pull_dataset`).
 
-The attestations of the blocks held come along (`import_attestations`): the source's
-``GET {dataset}/attestations``, each attestation checked by the local store's rules
-(signature, a block of the local chain) as any other.
+The attestations of the blocks held come along from a node URL (`node.usecases.fetch`,
+`node.remote.attestations`).
 """
 
 from __future__ import annotations
@@ -23,7 +22,7 @@ import asyncio
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from node.usecases.fetch import FetchOptions, OnProgress, fetch
+from node.usecases.fetch import FetchOptions, OnProgress, fetch_with_attestations
 
 if TYPE_CHECKING:
     from fbs.did import DatasetId
@@ -31,16 +30,7 @@ if TYPE_CHECKING:
     from p2p.sync import PullResult
     from storage.workspace import Workspace
 
-__all__ = [
-    "ReplicaUpdate",
-    "accept_attestations",
-    "attestations_url",
-    "import_attestations",
-    "update_replica",
-]
-
-#: Largest attestation document read from a source.
-MAX_ATTESTATIONS_DOC_BYTES = 64 * 1024 * 1024
+__all__ = ["ReplicaUpdate", "update_replica"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,18 +61,21 @@ def update_replica(
         PeerUnavailable: nowhere to look (no pull alias and no running node).
         P2PError / StorageError: see `p2p.sync.pull_dataset`.
     """
+    from node.remote.attestations import import_attestations
     from node.remote.network import ask_network
     from p2p.errors import PeerUnavailable, StaleHead
 
     entry = ws.resolve(ref)
     result: PullResult | None = None
+    brought = 0
     alias_error: PeerUnavailable | None = None
     if url is not None:
         try:
             options = FetchOptions(url, entry.alias, (), require_signed, False)
-            result = fetch(ws, options, on_progress)
+            result, brought = fetch_with_attestations(ws, options, on_progress)
         except StaleHead:
-            pass  # the alias has nothing newer; the network may
+            # The alias has nothing newer (the network may); attestations made since may.
+            brought = import_attestations(ws, url)
         except PeerUnavailable as e:
             alias_error = e
     view = asyncio.run(ask_network(ws, entry.id))
@@ -99,7 +92,6 @@ def update_replica(
                 "`odf node run`, or pull it from a node URL)"
             )
         result = _up_to_date(ws, entry.id, entry.alias)
-    brought = import_attestations(ws, url) if url is not None else 0
     return ReplicaUpdate(result, brought)
 
 
@@ -157,69 +149,3 @@ def _up_to_date(ws: Workspace, did: DatasetId, alias: str) -> PullResult:
     head = ws.get(did).head()
     assert head is not None  # a dataset of the workspace has a Seed at least
     return PullResult(did, alias, head, head)
-
-
-def attestations_url(url: str) -> str | None:
-    """Where a node serving dataset URL ``url`` lists its attestations (``None``: not a
-    node URL, e.g. an S3 repository)."""
-    low = url.lower()
-    if low.startswith(("odf+http://", "odf+https://")):
-        url, low = url[4:], low[4:]
-    if not low.startswith(("http://", "https://")):
-        return None
-    return url.rstrip("/") + "/attestations"
-
-
-def import_attestations(ws: Workspace, url: str) -> int:
-    """Bring the attestations the node at dataset URL ``url`` holds, each checked by the
-    local store's rules; the number accepted. A source that lists none, or cannot, adds
-    nothing (attestations are evidence to add, never needed for the data)."""
-    source = attestations_url(url)
-    if source is None:
-        return 0
-    docs = asyncio.run(_get_attestations(source))
-    return accept_attestations(ws, docs)
-
-
-async def _get_attestations(url: str) -> list[object]:
-    import aiohttp
-
-    timeout = aiohttp.ClientTimeout(total=30.0)
-    try:
-        async with (
-            aiohttp.ClientSession(timeout=timeout) as session,
-            session.get(url) as resp,
-        ):
-            if resp.status != 200:
-                return []
-            body = await resp.content.read(MAX_ATTESTATIONS_DOC_BYTES + 1)
-    except (aiohttp.ClientError, TimeoutError):
-        return []
-    if len(body) > MAX_ATTESTATIONS_DOC_BYTES:
-        return []
-    import json
-
-    try:
-        doc = json.loads(body)
-    except ValueError:
-        return []
-    items = doc.get("attestations") if isinstance(doc, dict) else None
-    return list(items) if isinstance(items, list) else []
-
-
-def accept_attestations(ws: Workspace, docs: list[object]) -> int:
-    """Take each attestation of ``docs`` (wire JSON objects) the local store accepts
-    (`p2p.attestation_store.AttestationStore.accept`); the number newly accepted."""
-    from p2p.attestation import Attestation
-    from p2p.attestation_store import AcceptStatus, AttestationStore
-    from p2p.errors import P2PError
-
-    store = AttestationStore.for_workspace(ws)
-    accepted = 0
-    for doc in docs:
-        try:
-            result = store.accept(Attestation.from_dict(doc))
-        except (P2PError, ValueError, TypeError, KeyError):
-            continue  # a duplicate, another history's block, a bad signature: not taken
-        accepted += result.status is AcceptStatus.ACCEPTED
-    return accepted

@@ -82,7 +82,7 @@ def test_attestations_come_with_a_clone_and_an_update(tmp_path: Path) -> None:
 
 
 def test_only_attestations_the_local_rules_accept_are_taken(tmp_path: Path) -> None:
-    from node.usecases.replica import accept_attestations
+    from node.remote.attestations import accept_attestations
 
     wa, wb = new_workspace(tmp_path / "a"), new_workspace(tmp_path / "b")
     ds = make_dataset(wa, "prices", tmp_path / "s1", 1)
