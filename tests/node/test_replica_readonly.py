@@ -185,3 +185,35 @@ def test_push_ingest_into_a_replica_is_refused_over_http(cloned: Setup, tmp_path
         body = json.loads(caught.value.read())
         assert "replica" in json.dumps(body) and cloned.did in json.dumps(body)
     assert cloned.b.get("pop").head() == head
+
+
+def test_verify_reports_a_head_its_publisher_never_signed(tmp_path: Path) -> None:
+    from fbs.model import AddData
+    from fbs.timestamp import Timestamp
+    from p2p.head_store import HeadStore
+    from tests.node.test_replica_network import signed
+    from tests.p2p.sync_helpers import make_dataset, new_workspace
+
+    wa, wb = new_workspace(tmp_path / "a"), new_workspace(tmp_path / "b")
+    make_dataset(wa, "prices", tmp_path / "s", 2)
+    did = wa.resolve("prices").id
+    with node(wa.root.parent, "--config", str(write_config(tmp_path / "a.yaml"))) as a:
+        assert a.info is not None
+        signed(wa, did)
+        ok(wb.root.parent, "pull", f"{a.info.http_url}/prices", "--no-progress")
+    record = HeadStore.for_workspace(wb.root).get(did)
+    assert record is not None and record.head == wb.get(did).head()
+    assert "prices: OK" in ok(wb.root.parent, "verify", "--integrity")
+
+    # A block made here, as an ingest into a replica once could: the chain is sound, but
+    # its publisher never signed it.
+    ds = wb.get(did)
+    state = ds.state()
+    assert state is not None
+    event = AddData(prev_offset=state.last_offset, new_watermark=Timestamp.now())
+    ds.commit(event, expected_head=state.head)
+    proc = odf(wb.root.parent, "verify", "--integrity", "prices")
+    assert proc.returncode == 5, proc
+    assert "never signed" in proc.stdout and "1 block(s)" in proc.stdout, proc.stdout
+    proc = odf(wb.root.parent, "verify", "prices")
+    assert proc.returncode == 5 and "never signed" in proc.stdout, proc
