@@ -2,7 +2,7 @@
 
 The node keeps the newest signed head it heard for every dataset (gossip, probes of its
 peers) and knows which peers serve it; a one-shot command asks it over its HTTP API
-(``GET /api/network/{did}``, ``GET /api/network/{name}``) instead of joining the
+(``GET /api/network/{did}``, ``GET /api/heard/{name}``) instead of joining the
 network itself. Every record answered is verified again here (signature, dataset): the
 node's word is not trusted for what a record says.
 """
@@ -109,7 +109,7 @@ async def heard_under_name(ws: Workspace, name: str) -> tuple[HeadRecord, ...] |
     """
     from urllib.parse import quote
 
-    doc = await _get_json(ws, f"/api/network/{quote(name, safe='')}")
+    doc = await _get_json(ws, f"/api/heard/{quote(name, safe='/')}")
     if doc is None:
         return None
     matches = doc.get("matches", []) if isinstance(doc, dict) else []

@@ -59,7 +59,7 @@ def heard(b: Node, name: str, seq: int) -> None:
     """Wait until node ``b`` heard (gossip) a head of sequence ``seq`` signed as ``name``."""
 
     def got() -> bool:
-        matches = get(b, f"/api/network/{name}")["matches"]
+        matches = get(b, f"/api/heard/{name}")["matches"]
         return any(m["record"]["sequenceNumber"] >= seq for m in matches)
 
     wait_until(got, f"node B to hear {name} #{seq}")
