@@ -1,7 +1,8 @@
 """A replica is read-only: nothing appends a block the publisher never made.
 
 Node A (an ``odf node run`` process) publishes a root with a push source and a
-derivative reading it; B clones both with ``odf pull http://A/...`` (``odf`` processes).
+derivative reading it; B clones them with ``odf pull http://A/pop`` and ``odf pull
+odf+http://A/big`` (``odf`` processes).
 On B every local append is refused with one line naming the publisher (its DID and
 signed name) and the way to a copy of one's own, and B's heads do not move: ``odf
 ingest``, ``--set-watermark``, the Python API, the transform of the derivative, and
@@ -117,7 +118,7 @@ def cloned(tmp_path: Path) -> Iterator[Setup]:
         assert a.info is not None
         url = a.info.http_url
         ok(b_root, "pull", f"{url}/pop", "--no-progress")
-        ok(b_root, "pull", f"{url}/big", "--no-progress")
+        ok(b_root, "pull", f"odf+{url}/big", "--no-progress")  # the smart protocol
         did = Workspace.open(a_root).resolve("pop").id.to_did_odf()
         yield Setup(a, b_root, url, did)
 
