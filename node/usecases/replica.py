@@ -63,12 +63,12 @@ def update_replica(
     """
     from node.remote.attestations import import_attestations
     from node.remote.network import ask_network
-    from p2p.errors import PeerUnavailable, StaleHead
+    from p2p.errors import PeerUnavailable, SourceUnreachable, StaleHead
 
     entry = ws.resolve(ref)
     result: PullResult | None = None
     brought = 0
-    alias_error: PeerUnavailable | None = None
+    alias_error: PeerUnavailable | SourceUnreachable | None = None
     if url is not None:
         try:
             options = FetchOptions(url, entry.alias, (), require_signed, False)
@@ -76,9 +76,14 @@ def update_replica(
         except StaleHead:
             # The alias has nothing newer (the network may); attestations made since may.
             brought = import_attestations(ws, url)
-        except PeerUnavailable as e:
-            alias_error = e
-    view = asyncio.run(ask_network(ws, entry.id))
+        except (PeerUnavailable, SourceUnreachable) as e:
+            alias_error = e  # the network may still serve it
+    try:
+        view = asyncio.run(ask_network(ws, entry.id))
+    except PeerUnavailable:
+        if url is None:
+            raise
+        view = None  # a node that does not answer: what the alias said stands
     newer = _newer(ws, entry.id, view)
     if newer is not None:
         result = _pull_network(ws, entry.alias, newer, require_signed, on_progress)
