@@ -160,6 +160,15 @@ def test_a_replicas_transform_never_runs_here(cloned: Setup, tmp_path: Path) -> 
     assert {ds: b.get(ds).head() for ds in heads} == heads
     with pytest.raises(ReplicaReadOnly, match="run its transform"):
         pull_derivative(b, "big")
+    # A derivative of B's own reading the replica: `-r` passes the replica by (it is
+    # pulled, not run); the replica's input has no data yet, so nothing runs either way.
+    (tmp_path / "mine.yaml").write_text(
+        DERIVATIVE.replace("name: big", "name: mine").replace("datasetRef: pop", "datasetRef: big")
+    )
+    ok(cloned.b_root, "add", str(tmp_path / "mine.yaml"))
+    proc = odf(cloned.b_root, "pull", "-r", "mine", "--no-progress")
+    assert "replica" not in proc.stderr, proc.stderr
+    assert {ds: b.get(ds).head() for ds in heads} == heads
 
     # A new block at the publisher comes over as the publisher made it.
     a_root = cloned.a.root
