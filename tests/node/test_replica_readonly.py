@@ -166,6 +166,7 @@ def test_a_replicas_transform_never_runs_here(cloned: Setup, tmp_path: Path) -> 
         DERIVATIVE.replace("name: big", "name: mine").replace("datasetRef: pop", "datasetRef: big")
     )
     ok(cloned.b_root, "add", str(tmp_path / "mine.yaml"))
+    b.get("big").layout.config_path.unlink()  # as a replica cloned by DID: no pull alias
     proc = odf(cloned.b_root, "pull", "-r", "mine", "--no-progress")
     assert "replica" not in proc.stderr, proc.stderr
     assert {ds: b.get(ds).head() for ds in heads} == heads
