@@ -42,6 +42,7 @@ from node.ingest.pipeline import (
     read_live_state,
     vocab_of,
 )
+from node.ownership import require_owned_dataset
 from storage.dataset import Dataset, as_block_hash
 from storage.workspace import Workspace as _StorageWorkspace
 
@@ -300,3 +301,4 @@ class DatasetView:
     def _writable(self) -> None:
         if self.head is not None:
             raise UsageError("a dataset pinned with as_of() is read-only")
+        require_owned_dataset(self.dataset, action="ingest into it or poll its source")

@@ -7,6 +7,7 @@ Tree::
         ├── UsageError         a command line or argument that cannot be acted on
         │   └── AmbiguousRemote   several pull/push aliases and no URL given
         ├── VerificationFailed a dataset failed verification (report attached)
+        ├── ReplicaReadOnly    a local append to a dataset whose key this node does not hold
         ├── TransformError     a derivative dataset cannot be brought up to date
         │   ├── NotDerivative          the dataset has no SetTransform
         │   ├── InputNotReady          an input is missing or has no data schema yet
@@ -84,6 +85,14 @@ class IncompatibleSchema(TransformError):
 
 class DependencyCycle(TransformError):
     """Derivative datasets whose inputs form a cycle."""
+
+
+class ReplicaReadOnly(NodeError):
+    """A local append (ingest, transform run, watermark) to a replica: a dataset whose key
+    this workspace does not hold (`node.ownership`). Refused, not a conflict: nothing
+    raced, the rule forbids it whatever the state (exit 4, HTTP 422)."""
+
+    exit_category = ExitCategory.REFUSED
 
 
 class DatasetInUse(NodeError):

@@ -82,6 +82,7 @@ from node.errors import (
     NotDerivative,
     TransformError,
 )
+from node.ownership import is_owned, require_owned
 from storage.chain import ChainState
 from storage.dataset import CommitResult, Dataset, PendingEvent
 from storage.errors import DatasetNotFound, InvalidAlias, RefCASFailed
@@ -955,6 +956,8 @@ def pull_derivative(
     provide = engine_provider(ws, engine)
     target = ws.resolve(ref).id
     order = derivative_order(ws, target) if recursive else [target]
-    results = [_pull_one(ws, did, provide, max_attempts) for did in order]
+    require_owned(ws, target, action="run its transform")  # a replica's blocks are its publisher's
+    # An upstream replica is brought up to date by pulling it, never by running it here.
+    results = [_pull_one(ws, did, provide, max_attempts) for did in order if is_owned(ws, did)]
     final = results[-1]
     return dataclasses.replace(final, upstream=tuple(results[:-1])) if recursive else final

@@ -9,6 +9,9 @@ One command for every source of new data, dispatched per argument:
 - a dataset ID ``did:odf:...`` that is not in this workspace: resolved through the peers
   of the running node (``odf node run``) and pulled, verified, from every peer that
   serves its newest signed head;
+- a replica (a dataset whose key this workspace does not hold): updated from its pull
+  alias and from the peers of the running node, never by polling or transforming here;
+  "up to date" only when no newer signed head is known;
 - a root dataset: poll its polling source (``--set-watermark`` only commits a watermark);
 - a derivative dataset: run its transform on new input data (``-r`` pulls upstream
   derivatives first);
@@ -89,6 +92,11 @@ def _show(outcome: PullOutcome) -> None:
 
     if outcome.synced is not None:
         report_sync(outcome.synced)
+        if outcome.attestations:
+            print(
+                f"{outcome.synced.alias}: {outcome.attestations} attestation(s) of its "
+                "blocks brought from the source"
+            )
     elif outcome.transformed is not None:
         print_pull_rows(pull_result_rows(outcome.transformed), "table")
     elif outcome.ingested is not None:

@@ -3,7 +3,8 @@ rule) then the replay of every transform on the engine (`node.usecases.verify`).
 
 ``--integrity`` skips replay and checks every object by size and physical hash
 (``--logical-hashes``: also the slices' logical hashes); ``--trust N`` accepts a head that
-N validators attested ``reproduced``. A dataset that does not verify exits 5.
+N validators attested ``reproduced``. A replica whose head its publisher never signed
+fails integrity (a block made here forks it). A dataset that does not verify exits 5.
 """
 
 from __future__ import annotations
@@ -55,6 +56,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
         return cmd_verify_replay(args)
     outcome = verify_integrity(open_workspace(args), options)
     rows = [_integrity_row(entry.alias, str(entry.id), r) for entry, r in outcome.reports]
+    _add_unsigned_heads(rows, outcome)
     _warn_temp_files(rows, outcome)
     if args.output_format == "table":
         _print_integrity(rows)
@@ -88,6 +90,28 @@ def _integrity_row(alias: str, did: str, report: VerifyReport) -> dict[str, Any]
     }
 
 
+def _add_unsigned_heads(rows: list[dict[str, Any]], outcome: IntegrityOutcome) -> None:
+    """A replica whose head its publisher never signed fails; one only behind the signed
+    head (an interrupted pull) gets a warning."""
+    by_id = {r["id"]: r for r in rows}
+    for finding in outcome.unsigned:
+        row = by_id[str(finding.entry.id)]
+        if not finding.forked:
+            row["warnings"].append({"kind": "behind", "message": finding.message, "path": None})
+            continue
+        row["ok"] = False
+        row["problems"].append(
+            {
+                "kind": "unsigned-head",
+                "message": finding.message,
+                "block": row["head"],
+                "sequenceNumber": None,
+                "object": None,
+                "rule": None,
+            }
+        )
+
+
 def _warn_temp_files(rows: list[dict[str, Any]], outcome: IntegrityOutcome) -> None:
     """Temp files are warnings (never referenced, invisible to readers): `storage.verify`."""
     from storage.verify import temp_file_warning
@@ -112,12 +136,19 @@ def _print_integrity(rows: list[dict[str, Any]]) -> None:
 def cmd_verify_replay(args: argparse.Namespace) -> int:
     """Full verification (integrity + replay) of ``args.dataset`` (list; empty = all)."""
     from node.render.transform import print_replay_rows, replay_report_rows
-    from node.usecases.verify import verify_replay
+    from node.usecases.verify import signed_heads, verify_replay
 
+    ws, options = open_workspace(args), _options(args)
     rows: list[dict[str, Any]] = []
-    for report in verify_replay(open_workspace(args), _options(args)):
+    for report in verify_replay(ws, options):
         rows += replay_report_rows(report)
     print_replay_rows(rows, getattr(args, "output_format", "table"))
+    forked = [f for f in signed_heads(ws, options) if f.forked]
+    for f in forked:
+        print(f"{f.entry.alias}: FAILED: {f.message}")
+    if forked:
+        names = ", ".join(f.entry.alias for f in forked)
+        raise VerificationFailed(f"verification failed: {names}", forked)
     return _fail_if_any(rows, "verification failed")
 
 

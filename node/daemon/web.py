@@ -10,6 +10,8 @@ are refused (`node.http.auth`). On top come the attestation routes
   unfollows (`node.daemon.follow.FollowList`);
 * ``/api/network/{ref}``: what the network says about a dataset (DID or multibase id;
   `node.daemon.pulls.PullScheduler.resolve`);
+* ``/api/heard/{name}``: the newest heads heard whose publisher signed the alias
+  ``name`` (``[account/]name``), one per dataset (``{"name", "matches": [{"record"}]}``);
 * ``/api/disputes``: every publisher's record under the node's dispute policy
   (`node.daemon.attest.AttestationService.publisher_records_json`).
 
@@ -121,6 +123,8 @@ class DaemonWeb:
             *attestation_routes(),
             Route("*", "/api/follow", self._api_follow),
             Route("*", "/api/network/{ref}", self._api_network),
+            Route("GET", "/api/heard/{name}", self._api_heard),
+            Route("GET", "/api/heard/{account}/{name}", self._api_heard),
             Route("GET", "/api/disputes", self._api_disputes),
         )
 
@@ -162,3 +166,15 @@ class DaemonWeb:
         except FbsError as e:
             return web.json_response({"error": f"invalid dataset id: {e}"}, status=400)
         return web.json_response(await self._pulls.resolve(did))
+
+    async def _api_heard(self, request: web.Request) -> web.StreamResponse:
+        """The newest heads heard whose publisher signed the alias ``name``, one per dataset."""
+        account = request.match_info.get("account")
+        name = (
+            request.match_info["name"]
+            if account is None
+            else f"{account}/{request.match_info['name']}"
+        )
+        known = list(self._pulls.known.values())
+        matches = [{"record": k.record.to_dict()} for k in known if k.record.name == name]
+        return web.json_response({"name": name, "matches": matches})

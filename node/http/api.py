@@ -52,8 +52,10 @@ from fbs.did import DatasetId
 from fbs.errors import FbsError
 from fbs.keys import KeyPair
 from node.error_contract import http_status_for
+from node.errors import ReplicaReadOnly
 from node.http.auth import AccessPolicy, load_or_create_token
 from node.ingest.errors import IngestError
+from node.ownership import require_owned_dataset
 from node.usecases.ingest import IngestOptions, ingest_into
 from node.web import mount as mount_web_ui
 from p2p.errors import P2PError
@@ -233,10 +235,10 @@ async def ingest(request: web.Request) -> web.StreamResponse:
     if not cfg.allow_ingest:
         return error_response(403, "push ingest is disabled on this node")
     ds = open_dataset(request)
-    state = ds.state()
-    if state is None or not request.app[SERVER].workspace.keys.has(state.dataset_id):
-        # A replica must not grow its own history: only the owner's node ingests.
-        return error_response(403, "this node does not own the dataset")
+    try:
+        require_owned_dataset(ds, action="ingest into it")  # a replica's history is its publisher's
+    except ReplicaReadOnly as e:
+        return error_response(http_status_for(e), str(e))
     try:
         import node.ingest.pipeline  # noqa: F401  (its optional dependencies)
     except ImportError:

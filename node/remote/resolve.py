@@ -28,6 +28,7 @@ __all__ = [
     "RemoteRef",
     "ResolvedRemote",
     "default_alias_for_url",
+    "open_libp2p_sources",
     "parse_remote_ref",
     "resolve_remote",
 ]
@@ -164,7 +165,7 @@ async def resolve_remote(
         addrs = [parsed.addr]
     else:
         addrs = await _provider_addrs(ws, did, timeout_s)
-    async with _libp2p_remote(did, addrs) as remote:
+    async with open_libp2p_sources(did, addrs) as remote:
         yield remote
 
 
@@ -219,7 +220,7 @@ async def _provider_addrs(ws: Workspace, did: DatasetId, timeout_s: float) -> li
 
 
 @contextlib.asynccontextmanager
-async def _libp2p_remote(did: DatasetId, addrs: list[str]) -> AsyncIterator[ResolvedRemote]:
+async def open_libp2p_sources(did: DatasetId, addrs: list[str]) -> AsyncIterator[ResolvedRemote]:
     """Libp2p sources of ``did`` at ``addrs`` over a temporary host, with the newest head
     record any of them offers."""
     from p2p.errors import PeerMisbehaved, PeerUnavailable, TransferError

@@ -5,7 +5,8 @@ the dataset URL of any server speaking the ODF Simple Transfer Protocol (kamu); 
 repository URL ``odf+http(s)://host/<dataset>`` speaks the Smart Transfer Protocol. When a
 server offers a signed head record (odf-node does) it is verified and required from then
 on for that dataset. Objects are spread over every source, and a source that serves
-wrong bytes is dropped.
+wrong bytes is dropped. The attestations the source node holds for the dataset's
+blocks come along (`node.remote.attestations`).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ if TYPE_CHECKING:
     from p2p.sync import PullResult
     from storage.workspace import Workspace
 
-__all__ = ["FetchOptions", "OnProgress", "fetch"]
+__all__ = ["FetchOptions", "OnProgress", "fetch", "fetch_with_attestations"]
 
 #: Receives one line per step of a transfer (or nothing when ``None``).
 OnProgress = Callable[[str], None] | None
@@ -48,12 +49,26 @@ class FetchOptions:
 
 
 def fetch(ws: Workspace, options: FetchOptions, on_progress: OnProgress = None) -> PullResult:
-    """Fetch ``options.url`` into ``ws``, verified (see `p2p.sync.pull_dataset`).
+    """Fetch ``options.url`` into ``ws``, verified (see `p2p.sync.pull_dataset`), with the
+    attestations the source node holds for its blocks (`fetch_with_attestations`).
 
     Raises:
         StaleHead: the sources hold nothing newer than what the workspace has.
         P2PError / StorageError: see `p2p.sync.pull_dataset`.
     """
+    return fetch_with_attestations(ws, options, on_progress)[0]
+
+
+def fetch_with_attestations(
+    ws: Workspace, options: FetchOptions, on_progress: OnProgress = None
+) -> tuple[PullResult, int]:
+    """`fetch`, and the number of attestations brought from ``options.url`` and accepted
+    (`node.remote.attestations`).
+
+    Raises:
+        as `fetch`.
+    """
+    from node.remote.attestations import import_attestations
     from p2p.errors import StaleHead
 
     alias = options.alias or default_alias_for_url(options.url)
@@ -65,7 +80,7 @@ def fetch(ws: Workspace, options: FetchOptions, on_progress: OnProgress = None) 
         from node.remote.aliases import remember_remote
 
         remember_remote(ws, str(result.dataset_id), options.url, "pull")
-    return result
+    return result, import_attestations(ws, options.url)
 
 
 async def _fetch(

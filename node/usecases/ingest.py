@@ -65,8 +65,15 @@ def ingest_into(
     workdir: Path | None = None,
     progress: Progress | None = None,
 ) -> IngestResult:
-    """`ingest` into an open dataset (the HTTP API's push ingest, the Python API)."""
+    """`ingest` into an open dataset (the HTTP API's push ingest, the Python API).
+
+    Raises:
+        ReplicaReadOnly: a replica (`node.ownership`): only its publisher ingests.
+    """
     from node.ingest.pipeline import ingest as run_ingest
+    from node.ownership import require_owned_dataset
+
+    require_owned_dataset(ds, action="ingest into it")
 
     return run_ingest(
         ds,
@@ -106,7 +113,14 @@ def pull_root_into(
     engine: EngineClient | None = None,
     progress: Progress | None = None,
 ) -> IngestResult:
-    """`pull_root` of an open dataset (the Python API)."""
+    """`pull_root` of an open dataset (the Python API).
+
+    Raises:
+        ReplicaReadOnly: a replica (`node.ownership`): its publisher polls its source.
+    """
     from node.ingest.pipeline import pull
+    from node.ownership import require_owned_dataset
+
+    require_owned_dataset(ds, action="poll its source or set its watermark")
 
     return pull(ds, set_watermark=set_watermark, engine=engine, progress=progress)

@@ -3,12 +3,14 @@
 Each reference is classified (`classify`) and pulled by its kind (`pull_one`):
 
 - a URL (``http(s)://``, ``odf+http(s)://``): a verified fetch from that node or dataset
-  URL (`node.usecases.fetch`);
+  URL (`node.usecases.fetch`), with the attestations the node holds for its blocks;
 - a peer address ``/ip4/H/tcp/P/p2p/PEER[/did:odf:...]``, or a dataset ID not in the
   workspace: a verified pull over libp2p (an unknown DID is resolved through the peers
   of the running node);
-- a replica (a dataset with a pull alias): updated from where it was pulled, never by
-  polling or transforming here (that would fork its history from the publisher's);
+- a replica (a dataset whose key this workspace does not hold, or with a pull alias):
+  updated from its pull alias and the running node's peers (`node.usecases.replica`),
+  never by polling or transforming here (that would fork its history from the
+  publisher's: `node.ownership`);
 - a root dataset: its polling source is polled (``set_watermark``: only that is committed);
 - a derivative dataset: its transform runs on new input (``recursive``: upstream first).
 
@@ -24,7 +26,7 @@ from enum import StrEnum
 from typing import TYPE_CHECKING
 
 from node.errors import UsageError
-from node.usecases.fetch import FetchOptions, OnProgress, fetch
+from node.usecases.fetch import FetchOptions, OnProgress, fetch_with_attestations
 
 if TYPE_CHECKING:
     from fbs.timestamp import Timestamp
@@ -32,6 +34,7 @@ if TYPE_CHECKING:
     from node.transform import PullResult as TransformResult
     from p2p.head_record import HeadRecord
     from p2p.sync import PullResult
+    from storage.catalog import DatasetEntry
     from storage.workspace import Workspace
 
 __all__ = [
@@ -118,6 +121,7 @@ class PullOutcome:
         ingested: a root's result.
         transformed: a derivative's result (upstream derivatives in it).
         disputed: a local dataset whose data validators found does not reproduce.
+        attestations: replicas: attestations of their blocks brought from the source.
     """
 
     target: PullTarget
@@ -125,6 +129,7 @@ class PullOutcome:
     ingested: IngestResult | None = None
     transformed: TransformResult | None = None
     disputed: str | None = None
+    attestations: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,6 +166,7 @@ def check_options(targets: tuple[str, ...], everything: bool) -> None:
 def all_targets(ws: Workspace) -> AllTargets:
     """Every dataset of ``ws``: replicas and roots (to poll) before derivatives."""
     from fbs.model import DatasetKind
+    from node.ownership import is_owned
 
     roots: list[str] = []
     derivs: list[str] = []
@@ -170,8 +176,8 @@ def all_targets(ws: Workspace) -> AllTargets:
         state = ds.state()
         if state is None:
             continue
-        if ds.layout.read_config().pull_aliases:
-            roots.append(entry.alias)  # updated from where it was pulled, before its readers
+        if ds.layout.read_config().pull_aliases or not is_owned(ws, entry.id):
+            roots.append(entry.alias)  # a replica: updated from its publisher, before its readers
         elif state.kind == DatasetKind.Root and state.polling_source is None:
             push_only.append(entry.alias)  # data arrives by ingest: nothing to poll
         else:
@@ -183,19 +189,24 @@ def classify(ws: Workspace, ref: str, options: PullOptions) -> PullTarget:
     """How ``ref`` is pulled.
 
     Raises:
-        UsageError: ``set_watermark`` on a replica or a derivative.
-        DatasetNotFound: a local reference that names no dataset.
+        UsageError: ``set_watermark`` on a derivative or a dataset with a pull alias.
+        ReplicaReadOnly: ``set_watermark`` on a replica (`node.ownership`).
+        DatasetNotFound: a local reference that names no dataset (with the DIDs the
+            running node heard published under that name, if any).
     """
     from fbs.model import DatasetKind
+    from node.ownership import is_owned, require_owned
     from node.remote.aliases import remembered_remote
 
     if is_peer_address(ref) or (ref.startswith("did:") and not _is_local(ws, ref)):
         return PullTarget(ref, PullKind.NETWORK)
     if is_remote(ref):
         return PullTarget(ref, PullKind.URL, ref)
+    entry = _resolve_or_hint(ws, ref)
     url = remembered_remote(ws, ref, "pull")
-    if url is not None:
+    if not is_owned(ws, entry.id) or url is not None:
         if options.set_watermark is not None:
+            require_owned(ws, entry.id, action="set its watermark (it would fork its history)")
             raise UsageError(
                 f"{ref} is pulled from {url}: a watermark set here would fork its "
                 "history from the source's"
@@ -207,6 +218,44 @@ def classify(ws: Workspace, ref: str, options: PullOptions) -> PullTarget:
             raise UsageError(f"{ref}: --set-watermark applies to root datasets only")
         return PullTarget(ref, PullKind.DERIVATIVE)
     return PullTarget(ref, PullKind.ROOT)
+
+
+def _resolve_or_hint(ws: Workspace, ref: str) -> DatasetEntry:
+    """The local dataset ``ref``; if there is none, the error names the DIDs the running
+    node heard published under that name.
+
+    Raises:
+        DatasetNotFound: as said.
+    """
+    from storage.errors import DatasetNotFound
+
+    try:
+        return ws.resolve(ref)
+    except DatasetNotFound as e:
+        hint = _heard_hint(ws, ref)
+        if hint is None:
+            raise
+        raise DatasetNotFound(f"{e}; {hint}") from None
+
+
+def _heard_hint(ws: Workspace, name: str) -> str | None:
+    """Where a dataset its publisher calls ``name`` can be pulled from, as the running
+    node heard it; ``None`` when it heard of none (or no node runs)."""
+    from node.remote.network import heard_under_name
+    from p2p.errors import P2PError
+
+    try:
+        records = asyncio.run(heard_under_name(ws, name))
+    except P2PError:
+        return None
+    if not records:
+        return None
+    dids = [r.dataset_id.to_did_odf() for r in records]
+    if len(dids) == 1:
+        return f"the network has {name!r} as {dids[0]}: `odf pull {dids[0]}`"
+    return f"the network has several datasets published as {name!r}: " + ", ".join(
+        f"`odf pull {d}`" for d in dids
+    )
 
 
 def _is_local(ws: Workspace, ref: str) -> bool:
@@ -234,10 +283,20 @@ def pull_one(
     kind = target.kind
     if kind is PullKind.NETWORK:
         return PullOutcome(target, synced=_pull_network(ws, target.ref, options, on_progress))
-    if kind in (PullKind.URL, PullKind.REPLICA):
-        return PullOutcome(
-            target, synced=fetch(ws, _fetch_options(ws, target, options), on_progress)
+    if kind is PullKind.REPLICA:
+        from node.usecases.replica import update_replica
+
+        update = update_replica(
+            ws,
+            target.ref,
+            target.url,
+            require_signed=options.require_signed,
+            on_progress=on_progress,
         )
+        return PullOutcome(target, synced=update.synced, attestations=update.attestations)
+    if kind is PullKind.URL:
+        synced, brought = fetch_with_attestations(ws, _fetch_options(target, options), on_progress)
+        return PullOutcome(target, synced=synced, attestations=brought)
     from node.validation.disputes import disputed_warning
 
     if kind is PullKind.DERIVATIVE:
@@ -251,12 +310,8 @@ def pull_one(
     return PullOutcome(target, ingested=ingested, disputed=disputed_warning(ws, target.ref))
 
 
-def _fetch_options(ws: Workspace, target: PullTarget, options: PullOptions) -> FetchOptions:
+def _fetch_options(target: PullTarget, options: PullOptions) -> FetchOptions:
     assert target.url is not None
-    if target.kind is PullKind.REPLICA:  # updated under its own name, from its pull alias
-        return FetchOptions(
-            target.url, ws.resolve(target.ref).alias, (), options.require_signed, False
-        )
     return FetchOptions(
         target.url, options.as_alias, (), options.require_signed, options.remember_alias
     )

@@ -3,7 +3,9 @@
 Integrity checks every block, chain rule and object (size and physical hash; with
 ``logical_hashes`` also the data slices' logical hashes). A full verify checks integrity
 and replays every transform on the engine. ``trust`` accepts a head that N validators
-attested ``reproduced`` instead of replaying here.
+attested ``reproduced`` instead of replaying here. Integrity also compares each replica's
+head with the signed head record held for it (`unsigned_heads`): a head its publisher
+never signed is a failure.
 """
 
 from __future__ import annotations
@@ -13,10 +15,17 @@ from typing import TYPE_CHECKING
 
 from node.errors import UsageError
 
+#: What to do with a replica whose chain holds blocks its publisher never made.
+COPY_HINT_VERIFY = (
+    "delete it and pull it again to follow the publisher, or `odf add` its manifest "
+    "under a new name for a dataset of your own"
+)
+
 if TYPE_CHECKING:
     from fbs.did import DatasetId
     from node.validation.replay import ReplayReport
     from node.validation.trust import TrustReport
+    from p2p.head_record import HeadRecord
     from storage.catalog import DatasetEntry
     from storage.gc import TempFile
     from storage.verify import VerifyReport
@@ -24,8 +33,11 @@ if TYPE_CHECKING:
 
 __all__ = [
     "IntegrityOutcome",
+    "UnsignedHead",
     "VerifyOptions",
     "check_options",
+    "signed_heads",
+    "unsigned_heads",
     "verify_integrity",
     "verify_replay",
     "verify_trust",
@@ -60,6 +72,23 @@ class IntegrityOutcome:
 
     reports: tuple[tuple[DatasetEntry, VerifyReport], ...]
     temp_files: tuple[TempFile, ...]
+    unsigned: tuple[UnsignedHead, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class UnsignedHead:
+    """A replica whose held head is not one its publisher signed.
+
+    Attributes:
+        entry: the dataset.
+        message: what is wrong, and what to do.
+        forked: its chain holds blocks the publisher never signed (a failure); else it is
+            only behind the signed head (an interrupted pull: a warning).
+    """
+
+    entry: DatasetEntry
+    message: str
+    forked: bool
 
 
 def check_options(options: VerifyOptions) -> None:
@@ -98,7 +127,73 @@ def verify_integrity(ws: Workspace, options: VerifyOptions) -> IntegrityOutcome:
         datasets, require_head=True, check_logical_hashes=options.logical_hashes
     )
     temp = () if options.datasets else tuple(ws.temp_files())
-    return IntegrityOutcome(tuple(zip(entries, reports, strict=True)), temp)
+    unsigned = unsigned_heads(ws, entries)
+    return IntegrityOutcome(tuple(zip(entries, reports, strict=True)), temp, unsigned)
+
+
+def signed_heads(ws: Workspace, options: VerifyOptions) -> tuple[UnsignedHead, ...]:
+    """`unsigned_heads` of ``options.datasets`` (every dataset when empty)."""
+    return unsigned_heads(ws, _entries(ws, options.datasets))
+
+
+def unsigned_heads(ws: Workspace, entries: list[DatasetEntry]) -> tuple[UnsignedHead, ...]:
+    """The replicas among ``entries`` whose head is not the signed head record held for
+    them (`node.ownership`: only the publisher's key signs; a block made here is not
+    signed). A replica with no record at all (cloned from a server that signs nothing,
+    such as kamu) has nothing to compare with and is not reported."""
+    from node.ownership import is_owned
+    from p2p.errors import P2PError
+    from p2p.head_store import HeadStore
+    from storage.errors import StorageError
+
+    store = HeadStore.for_workspace(ws.root)
+    found: list[UnsignedHead] = []
+    for entry in entries:
+        if is_owned(ws, entry.id):
+            continue
+        try:
+            record = store.get(entry.id)
+            finding = None if record is None else _compare(ws, entry, record)
+        except (P2PError, StorageError) as e:
+            finding = UnsignedHead(entry, f"its signed head record is unusable: {e}", True)
+        if finding is not None:
+            found.append(finding)
+    return tuple(found)
+
+
+def _compare(ws: Workspace, entry: DatasetEntry, record: HeadRecord) -> UnsignedHead | None:
+    """How the local chain of replica ``entry`` stands to its publisher's signed head."""
+    ds = ws.get(entry.id)
+    head = ds.head()
+    if head is None or head == record.head:
+        return None
+    seq = -1
+    for h, _raw, block in ds.iter_blocks():
+        seq = max(seq, block.sequence_number)
+        if h == record.head:
+            n = seq - block.sequence_number
+            return UnsignedHead(
+                entry,
+                f"head #{seq} ({head}) was never signed by its publisher {entry.id}: "
+                f"{n} block(s) after the last signed head #{block.sequence_number} were "
+                f"made here (a forked replica; {COPY_HINT_VERIFY})",
+                True,
+            )
+        if block.sequence_number < record.sequence_number:
+            break
+    if seq < record.sequence_number:
+        return UnsignedHead(
+            entry,
+            f"behind its publisher's signed head #{record.sequence_number} (an "
+            f"interrupted pull: `odf pull {entry.alias}`)",
+            False,
+        )
+    return UnsignedHead(
+        entry,
+        f"head #{seq} ({head}) is not on the history its publisher {entry.id} signed "
+        f"(signed head #{record.sequence_number}, {record.head}; {COPY_HINT_VERIFY})",
+        True,
+    )
 
 
 def verify_replay(ws: Workspace, options: VerifyOptions) -> list[ReplayReport]:

@@ -65,6 +65,7 @@ EXPECTED: dict[str, tuple[int, int]] = {
     "node.errors.InputNotReady": (3, 404),
     "node.errors.NodeError": (1, 500),
     "node.errors.NotDerivative": (4, 400),
+    "node.errors.ReplicaReadOnly": (4, 422),
     "node.errors.TransformError": (4, 400),
     "node.errors.UsageError": (2, 400),
     "node.errors.VerificationFailed": (5, 422),

@@ -291,8 +291,8 @@ def test_ingest_refused_for_replicas(tmp_path: Path, ws: Workspace) -> None:
             aiohttp.ClientSession(headers=auth(replica)) as s,
             s.post(f"{url}/prices/ingest", data=b"a,b\n1,2\n") as r,
         ):
-            assert r.status == 403
-            assert "own" in json.loads(await r.read())["error"]
+            assert r.status == 422  # ReplicaReadOnly: a rule refuses it (node.ownership)
+            assert "replica" in json.loads(await r.read())["error"]
         # The owner's dataset has no push source: the pipeline says so (404).
         async with (
             serve_workspace(ws) as url,

@@ -42,7 +42,7 @@ ROWS: list[dict[str, Any]] = [
     {
         "event_time": "2024-01-01T00:00:00Z",
         "user": "a",
-        "tags": ["x", "y, \"quoted\""],
+        "tags": ["x", 'y, "quoted"'],
         "geo": {"lat": 1.5, "price": "10.25"},
     },
     {"event_time": "2024-01-02T00:00:00Z", "user": "b", "tags": [], "geo": None},

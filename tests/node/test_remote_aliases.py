@@ -20,7 +20,7 @@ from fbs.manifest.dataset_config import (
     parse_dataset_config,
 )
 from node.cli import main as odf
-from node.cli_util import EXIT_OK, EXIT_USAGE
+from node.cli_util import EXIT_INVALID, EXIT_OK, EXIT_USAGE
 from node.http.auth import TOKEN_ENV, token_path
 from storage.errors import InvalidDatasetConfig
 from storage.layout import MAX_CONFIG_FILE_SIZE, DatasetLayout
@@ -212,7 +212,7 @@ def test_a_replica_refuses_a_local_watermark(
     head = mine.get("prices").head()
     capsys.readouterr()
     rc = run(mine, "pull", "prices", "--set-watermark", "2030-01-01T00:00:00Z")
-    assert rc == EXIT_USAGE
+    assert rc == EXIT_INVALID  # a replica is read-only (node.ownership)
     assert "fork its history" in capsys.readouterr().err
     assert mine.get("prices").head() == head
 
