@@ -173,6 +173,10 @@ def setup_logging(level: str = "info", fmt: str = "auto", stream: Any = None) ->
     root.setLevel(level.upper())
     for name in NOISY_LOGGERS:
         logging.getLogger(name).setLevel(logging.DEBUG if verbose else logging.WARNING)
+    # multiaddr logs at debug from inside `Multiaddr.__str__`, i.e. while a handler that
+    # formats a record holding a multiaddr has its lock: at DEBUG, two threads logging
+    # through two handlers deadlock on each other's lock. Its debug lines carry nothing.
+    logging.getLogger("multiaddr").setLevel(logging.WARNING)
     # py-libp2p's import detaches its logger (no handler, propagate off), so its records
     # went to Python's last-resort handler as bare lines in the middle of the log.
     # Imported first so that its import-time setup cannot undo this later.

@@ -25,7 +25,13 @@ from pathlib import Path
 import pytest
 
 from fbs.did import DatasetId
-from node.daemon.log import dataset_fields, event, resolve_format, setup_logging
+from node.daemon.log import (
+    NOISY_LOGGERS,
+    dataset_fields,
+    event,
+    resolve_format,
+    setup_logging,
+)
 from p2p.libp2p.dial_errors import dial_failure_reason
 from storage.workspace import Workspace
 from tests.node.test_daemon_process import REPO, node, write_config
@@ -48,14 +54,21 @@ class _Tty(io.StringIO):
 
 @pytest.fixture
 def restore_logging() -> Iterator[None]:
+    """Undo `setup_logging`: the root's handlers and level, and every logger it sets."""
     root = logging.getLogger()
     handlers, level = list(root.handlers), root.level
+    named = [logging.getLogger(n) for n in (*NOISY_LOGGERS, "multiaddr", "libp2p")]
+    saved = [(lg, lg.level, lg.propagate, list(lg.handlers)) for lg in named]
     yield
     for h in list(root.handlers):
         root.removeHandler(h)
     for h in handlers:
         root.addHandler(h)
     root.setLevel(level)
+    for lg, lvl, propagate, hs in saved:
+        lg.setLevel(lvl)
+        lg.propagate = propagate
+        lg.handlers[:] = hs
 
 
 def test_auto_is_text_on_a_terminal_and_json_otherwise() -> None:
@@ -124,6 +137,9 @@ def test_libp2p_internals_only_at_debug_level_as_debug(restore_logging: None) ->
     logging.getLogger("libp2p.transport.tcp.tcp").error("Failed to open TCP stream: refused")
     (doc,) = [json.loads(line) for line in loud.getvalue().splitlines()]
     assert (doc["level"], doc["logger"]) == ("debug", "libp2p.transport.tcp.tcp")
+    # multiaddr logs from inside Multiaddr.__str__, under the lock of the handler formatting
+    # the record: never at DEBUG, even at debug level (two handlers would deadlock).
+    assert not logging.getLogger("multiaddr").isEnabledFor(logging.DEBUG)
 
 
 def test_a_failed_dial_is_named_by_its_innermost_cause() -> None:
