@@ -593,6 +593,8 @@ def test_blocks_written_ahead_are_quarantine_files_holding_each_blocks_bytes(
     files = _pending_files(store)
     assert len(files) == len(blocks) and sorted(store.iter_hashes()) == []
     assert sorted(f.read_bytes() for f in files) == sorted(b.raw for b in blocks)
+    # Read-only from the start, as every stored object is: adoption only renames them.
+    assert {f.stat().st_mode & 0o777 for f in files} == {0o444}
     pending.adopt()
     assert _pending_files(store) == []
     assert sorted(store.iter_hashes()) == sorted(b.hash for b in blocks)
