@@ -53,6 +53,8 @@ from libp2p.crypto.keys import KeyPair
 from libp2p.custom_types import TProtocol
 from libp2p.peer.id import ID
 
+from p2p.dht.node import DhtNode
+from p2p.dht.settings import DhtSettings
 from p2p.errors import HostError, HostNotRunning, PeerUnavailable
 from p2p.libp2p.bootstrap import RedialAddrs, dial_bootstrap, dial_list, parse_peer_addr
 from p2p.libp2p.bridge import TrioThread
@@ -124,6 +126,7 @@ class P2PHost:
         key_pair: an explicit libp2p identity (overrides ``config.identity_path``).
         scores: peer scores shared with the exchange; banned peers are disconnected
             and refused by `connect`. A fresh `PeerScores` by default.
+        dht: run odf's DHT (`p2p.dht`) with these settings; ``None``: no DHT.
     """
 
     def __init__(
@@ -132,8 +135,11 @@ class P2PHost:
         *,
         key_pair: KeyPair | None = None,
         scores: PeerScores | None = None,
+        dht: DhtSettings | None = None,
     ) -> None:
         self.config = config or HostConfig()
+        self._dht_settings = dht
+        self._dht: DhtNode | None = None
         self.scores = scores or PeerScores()
         self._key_pair = key_pair
         self._stream_handlers: dict[str, TrioStreamHandler] = {}
@@ -243,7 +249,12 @@ class P2PHost:
         cfg = self.config
         assert self._key_pair is not None
         stack = build_stack(
-            self._key_pair, listen_addrs, cfg, (self.scores, self.guard_stats), self._gate
+            self._key_pair,
+            listen_addrs,
+            cfg,
+            (self.scores, self.guard_stats),
+            self._gate,
+            self._dht_settings,
         )
         # py-libp2p 0.8.1 keeps a slot per inbound connection until the swarm stops, so
         # its listener ends up refusing every new peer: see `p2p.libp2p.inbound`.
@@ -255,6 +266,7 @@ class P2PHost:
             async with stack.run():
                 async with trio.open_nursery() as nursery:
                     self._host, self._pubsub = stack.host, stack.pubsub
+                    self._dht = stack.dht
                     self._peer_id = str(stack.host.get_id())
                     self._bridge.attach(nursery)
                     for sub in list(self._subscriptions.values()):  # after a restart
@@ -383,6 +395,17 @@ class P2PHost:
         if self._host is None:
             raise HostNotRunning("libp2p host is not started")
         return [str(a) for a in self._host.get_addrs()]
+
+    @property
+    def dht(self) -> DhtNode:
+        """The DHT of the current run (use only from the trio thread, e.g. in `run_trio`).
+
+        Raises:
+            HostNotRunning: not started, or started without ``dht`` settings.
+        """
+        if self._dht is None:
+            raise HostNotRunning("libp2p host is not started with a DHT")
+        return self._dht
 
     @property
     def libp2p_host(self) -> Any:

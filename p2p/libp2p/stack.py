@@ -3,7 +3,8 @@
 Stack: TCP, noise, yamux (py-libp2p defaults; mplex is 4-5x slower), identify, and
 gossipsub v1.1 (``/meshsub/1.1.0`` with ``/meshsub/1.0.0`` fallback, the standard ids,
 so go/js/rust peers interoperate) behind `GuardedPubsub` (StrictSign on, as js-libp2p's
-default). Everything here runs in the host's trio thread.
+default), and optionally odf's Kademlia DHT (`p2p.dht.node.DhtNode`, ``/odf/kad/1.0.0``).
+Everything here runs in the host's trio thread.
 
 `Libp2pStack.run` runs the services until its block ends; a run that fails skips
 py-libp2p's own close, so `Libp2pStack.close_after_failure` closes every connection the
@@ -26,6 +27,8 @@ from libp2p.custom_types import TProtocol
 from libp2p.pubsub.gossipsub import GossipSub
 from libp2p.tools.anyio_service import background_trio_service
 
+from p2p.dht.node import DhtNode
+from p2p.dht.settings import DhtSettings
 from p2p.errors import HostError
 from p2p.libp2p.pubsub_guard import (
     GossipRateLimiter,
@@ -80,6 +83,7 @@ class Libp2pStack:
     pubsub: GuardedPubsub
     tracker: ConnTracker
     listen: tuple[multiaddr.Multiaddr, ...]
+    dht: DhtNode | None = None
 
     @contextlib.asynccontextmanager
     async def run(self) -> AsyncIterator[None]:
@@ -90,7 +94,11 @@ class Libp2pStack:
             background_trio_service(self.gossipsub),
         ):
             await self.pubsub.wait_until_ready()
-            yield
+            if self.dht is None:
+                yield
+                return
+            async with self.dht.run():
+                yield
 
     async def close_after_failure(self, timeout_s: float) -> None:
         """Close the host and every connection the run made (shielded: it is cancelled)."""
@@ -109,11 +117,13 @@ def build_stack(
     config: HostConfig,
     guard: tuple[PeerScores, GuardStats],
     gate: Callable[[INetConn], bool],
+    dht: DhtSettings | None = None,
 ) -> Libp2pStack:
     """The services of one run, with hostile-input containment in place.
 
     ``guard``: the peer scores and counters `p2p.libp2p.pubsub_guard` reports to (one
-    malformed frame must end one stream, not the host); ``gate``: see `ConnTracker`.
+    malformed frame must end one stream, not the host); ``gate``: see `ConnTracker`;
+    ``dht``: run odf's DHT (`p2p.dht`) on the host with these settings (``None``: no DHT).
 
     Raises:
         HostError: an invalid listen address.
@@ -142,7 +152,8 @@ def build_stack(
     guard_stream_handlers(host, stats)
     tracker = ConnTracker(gate)
     host.get_network().register_notifee(tracker)
-    return Libp2pStack(host, gossipsub, pubsub, tracker, listen)
+    node = DhtNode(host, dht) if dht is not None else None
+    return Libp2pStack(host, gossipsub, pubsub, tracker, listen, node)
 
 
 def _gossipsub(gs: GossipSettings) -> GossipSub:
