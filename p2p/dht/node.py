@@ -53,6 +53,11 @@ log = logging.getLogger(__name__)
 #: Connections waiting to be offered to the routing table (more are dropped: a
 #: lookup or the peer's own requests add it later).
 _PEER_QUEUE = 256
+#: Tries to add a new peer (delays 0.1, 0.2, ... 1.6 s: identify takes milliseconds on
+#: a healthy link) and how many peers are being tried at once.
+_OFFER_ATTEMPTS = 5
+_OFFER_FIRST_DELAY_S = 0.1
+_OFFERS_AT_ONCE = 8
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,6 +126,7 @@ class DhtNode:
             strict_validation=True,
         )
         self._provided: set[DatasetId] = set()
+        self._offer_limiter = trio.CapacityLimiter(_OFFERS_AT_ONCE)
         self._peers_send, self._peers_recv = trio.open_memory_channel[ID](_PEER_QUEUE)
         host.get_network().register_notifee(_PeerFeed(self._peers_send))
 
@@ -138,9 +144,25 @@ class DhtNode:
                 nursery.cancel_scope.cancel()
 
     async def _feed_routing_table(self) -> None:
-        async for peer in self._peers_recv:
-            with contextlib.suppress(Exception), trio.move_on_after(self.settings.query_timeout_s):
-                await self.kad.add_peer(peer)
+        async with trio.open_nursery() as nursery:
+            async for peer in self._peers_recv:
+                nursery.start_soon(self._offer_peer, peer)
+
+    async def _offer_peer(self, peer: ID) -> None:
+        """Add ``peer`` to the routing table once identify has told its addresses.
+
+        A listener learns the addresses of a peer that dialled it only from identify,
+        a moment after the connection; until then py-libp2p refuses to add it.
+        """
+        async with self._offer_limiter:
+            for attempt in range(_OFFER_ATTEMPTS):
+                with (
+                    contextlib.suppress(Exception),
+                    trio.move_on_after(self.settings.query_timeout_s),
+                ):
+                    if await self.kad.add_peer(peer):
+                        return
+                await trio.sleep(_OFFER_FIRST_DELAY_S * 2**attempt)
 
     async def _reprovide_loop(self) -> None:
         while True:
@@ -213,8 +235,7 @@ class DhtNode:
             if held.sequence_number == record.sequence_number:
                 self.evidence.add(held, record)
                 raise Equivocation(
-                    f"{record.dataset_id} has another head at sequence "
-                    f"{record.sequence_number}",
+                    f"{record.dataset_id} has another head at sequence {record.sequence_number}",
                     held,
                     record,
                 )

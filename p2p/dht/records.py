@@ -51,9 +51,7 @@ def parse_head_value(key: str, value: bytes) -> HeadRecord:
     return record
 
 
-def best_record(
-    records: list[HeadRecord], on_equivocation: EquivocationSink | None = None
-) -> int:
+def best_record(records: list[HeadRecord], on_equivocation: EquivocationSink | None = None) -> int:
     """Index of the record to keep: the highest sequence number, the earliest on a tie.
 
     Every later record with the winner's sequence number and another head is reported
