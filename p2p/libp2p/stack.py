@@ -149,10 +149,11 @@ def build_stack(
         stats=stats,
         limiter=GossipRateLimiter(gs.rate_per_peer, gs.burst_per_peer),
     )
+    # Built before the guard, so its ``/odf/kad`` handler is wrapped with the others.
+    node = DhtNode(host, dht) if dht is not None else None
     guard_stream_handlers(host, stats)
     tracker = ConnTracker(gate)
     host.get_network().register_notifee(tracker)
-    node = DhtNode(host, dht) if dht is not None else None
     return Libp2pStack(host, gossipsub, pubsub, tracker, listen, node)
 
 
