@@ -22,7 +22,7 @@ from libp2p.records.record import make_signed_put_record
 from fbs.keys import KeyPair
 from fbs.multiformats import Multihash
 from fbs.timestamp import Timestamp
-from p2p.dht.keys import head_key
+from p2p.dht.keys import head_key, provider_key
 from p2p.dht.node import DhtNode, HeadLookup
 from p2p.dht.protocol import ODF_KAD_PROTOCOL
 from p2p.dht.settings import DhtSettings
@@ -44,9 +44,9 @@ def rec(seq: int, key: KeyPair = KEY, tag: str = "") -> HeadRecord:
 
 
 @contextlib.asynccontextmanager
-async def line(n: int) -> AsyncIterator[list[P2PHost]]:
+async def line(n: int, settings: DhtSettings = SETTINGS) -> AsyncIterator[list[P2PHost]]:
     """``n`` DHT hosts, each connected to the one before it only; all stopped after."""
-    hosts = [P2PHost(dht=SETTINGS) for _ in range(n)]
+    hosts = [P2PHost(dht=settings) for _ in range(n)]
     try:
         for h in hosts:
             await h.start()
@@ -182,3 +182,35 @@ async def test_the_dht_speaks_only_the_odf_protocol_id() -> None:
         assert str(ODF_KAD_PROTOCOL) in served
         assert "/ipfs/kad/1.0.0" not in served
         assert isinstance(a.dht, DhtNode)
+
+
+async def test_provided_datasets_are_announced_again_on_schedule() -> None:
+    # Every 2 s: within the storing peer's limit of 10 ADD_PROVIDER per 10 s per peer.
+    fast = DhtSettings(reprovide_interval_s=2.0, lookup_timeout_s=10.0, query_timeout_s=5.0)
+    async with line(2, fast) as (a, b):
+        did = rec(1).dataset_id
+        assert await a.run_trio(a.dht.provide, did)
+        key = provider_key(did)
+
+        def held_at_b() -> list[str]:
+            return [str(p.peer_id) for p in b.dht.kad.provider_store.get_providers(key)]
+
+        async def forget_then_wait() -> bool:
+            assert held_at_b() == [a.peer_id]
+            b.dht.kad.provider_store.providers.clear()  # as if the record had expired
+            assert held_at_b() == []
+            with trio.move_on_after(10):
+                while held_at_b() != [a.peer_id]:
+                    await trio.sleep(0.05)
+                return True
+            return False
+
+        assert await b.run_trio(forget_then_wait)
+        a.dht.stop_providing(did)
+
+        async def forget_and_stay_forgotten() -> bool:
+            b.dht.kad.provider_store.providers.clear()
+            await trio.sleep(5)  # two intervals and a half
+            return held_at_b() == []
+
+        assert await b.run_trio(forget_and_stay_forgotten)
