@@ -10,8 +10,8 @@ libp2p host (identity in ``.odf/p2p/identity.key``), the object exchange server
 datasets), `node.daemon.follow.FollowList` (what is replicated),
 `node.daemon.attest.AttestationService` (attestations and disputes),
 `node.daemon.validation.ValidationFeed` (``validator: true``), `node.daemon.web.DaemonWeb`
-(the HTTP API) with `node.daemon.status.DaemonStatus`, `node.runfile` (``.odf/run/``: one
-node per workspace, ``node.json``) and `node.daemon.log` (JSON lines on stderr).
+(the HTTP API) with `node.daemon.status.DaemonStatus`, `node.daemon.liveness` (the listener
+as a new peer sees it), `node.runfile` (one node per workspace) and `node.daemon.log`.
 
 A replica whose chain grew, by a pull or seen by the round (a push, ``odf pull``), goes
 to the attestation service and the validator (`NodeDaemon._on_new_head`); after a pull
@@ -25,8 +25,7 @@ renamed into ``datasets/`` whole; a head moves by one compare-and-swap of
 ``refs/head``. File work already handed to a worker thread finishes before the
 process exits (`run_daemon` drains the executor).
 
-Names other modules import from here (`RunInfo`, `read_run_info`, `NodeNotRunning`,
-`resolve_remote` of `node.remote.resolve`, …) are re-exported.
+Names other modules import from here (`RunInfo`, `read_run_info`, …) are re-exported.
 """
 
 from __future__ import annotations
