@@ -523,9 +523,17 @@ def test_rerun_of_a_step_is_idempotent(engine: EngineClient, tmp_path: Path) -> 
 
 def test_new_query_takes_over_from_the_old_state(engine: EngineClient, tmp_path: Path) -> None:
     """Migrate Query: after a new SetTransform the folded output is the new query's answer
-    over all input, reached by retracting and appending (no gap, no duplicate)."""
-    old = "SELECT max(event_time) AS event_time, k, count(*) AS n FROM ev GROUP BY k"
-    new = "SELECT max(event_time) AS event_time, k, sum(v) AS n FROM ev GROUP BY k"
+    over all input, reached by retracting and appending (no gap, no duplicate). (A
+    changelog query: HAVING keeps its input rows; accumulator states:
+    tests/engine/test_streaming_accumulate.py.)"""
+    old = (
+        "SELECT max(event_time) AS event_time, k, count(*) AS n FROM ev GROUP BY k "
+        "HAVING count(*) > 0"
+    )
+    new = (
+        "SELECT max(event_time) AS event_time, k, sum(v) AS n FROM ev GROUP BY k "
+        "HAVING count(*) > 0"
+    )
     ev = InputStream("ev", EVENTS, tmp_path / "in")
     runner = StreamRunner(engine, [ev], [(None, old)], tmp_path / "out")
     rows = _events(11, 24)
