@@ -250,7 +250,9 @@ def _merge(query: AccumulatorQuery, state: pa.Table | None, partial: pa.Table) -
                 _state_extreme(j), pa.nulls(partial.num_rows, old.schema.field(acc_column(j)).type)
             )
         extremes = extremes + [_state_extreme(j) for j in _extreme_indexes(query)]
-        both = pa.concat_tables([old, partial.select(keys + accs + carried + extremes)])
+        both = pa.concat_tables(
+            [old, partial.select(keys + accs + carried + extremes)], promote_options="permissive"
+        )
     else:
         both = partial.select(keys + accs + extremes)
         for j in _extreme_indexes(query):
