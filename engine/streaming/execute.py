@@ -62,6 +62,7 @@ from engine.errors import InvalidQuery
 from engine.inputs import InputPlan, plan_node_names, read_input, schema_of_file, stateful_nodes
 from engine.output import OP_APPEND, finish_output
 from engine.sql import quote_identifier, register_view, run_steps
+from engine.streaming.accumulate import parse_accumulator_query
 from engine.streaming.accumulate_run import accumulator_query, run_accumulate
 from engine.streaming.footers import max_op
 from engine.streaming.retain import retain_rows
@@ -252,8 +253,12 @@ def _accumulated(
         InvalidQuery: a query that cannot run on the accumulator state it has.
     """
     visible = _visible(result)
-    retracting = prev is None and any(_holds_retractions(request, plans, None))
-    acc = accumulator_query(session, request, query, visible, retracting=retracting)
+    if prev is not None and prev[0].fingerprint == query.fingerprint:
+        # The state was made for this query, whose shape was checked then.
+        acc = parse_accumulator_query(query.steps[0].query)
+    else:
+        retracting = prev is None and any(_holds_retractions(request, plans, None))
+        acc = accumulator_query(session, request, query, visible, retracting=retracting)
     if acc is None:
         if prev is not None:
             raise InvalidQuery(

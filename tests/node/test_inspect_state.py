@@ -42,10 +42,13 @@ def test_state_kind_and_size_per_derivative(
         ws,
         "top",
         ["cities"],
-        "SELECT event_time, city, population FROM (SELECT *, row_number() OVER "
+        "SELECT event_time, city, population FROM (SELECT event_time, city, population, "
+        "row_number() OVER "
         "(PARTITION BY city ORDER BY population DESC) AS r FROM cities) WHERE r <= 1",
     )
-    add_derivative(ws, "big", ["cities"], "SELECT * FROM cities WHERE population > 1000")
+    add_derivative(
+        ws, "big", ["cities"], "SELECT event_time, city FROM cities WHERE population > 1000"
+    )
     for alias in ("by.city", "top", "big"):
         pull_derivative(ws, alias, engine=engine)
     cities.append([("c", 1)])
