@@ -18,10 +18,11 @@ number of groups, not the history, and a run is a pure function of the previous 
 and the new input (replay writes the same rows).
 
 A new query over an accumulator state (Migrate Query) cannot be computed over the
-earlier input, which the state does not keep: its first run retracts every live row of
-the old query, then answers over the input from then on (as a window query's closed
-windows are not recomputed). A new query that is not decomposable over such a state is
-refused.
+earlier input, which the state does not keep: `carry_over` takes the accumulators of the
+aggregates it shares with the old query (same input, WHERE and keys; the old query's text
+is in the state file's footer), the first run retracts every live row of the old query
+and appends the new query's rows; a new query needing an accumulator the state lacks is
+refused by name, as is one that is not decomposable.
 """
 
 from __future__ import annotations

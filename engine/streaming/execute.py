@@ -3,7 +3,9 @@
 A streaming query must give, folded, the same answer however its input was split into
 runs. Spark's batch engine answers a query over a set of rows; this executor makes each run
 a batch over *the rows the query still needs* (kept in the checkpoint) plus the new input,
-and emits the part of that answer that is new. Two modes, chosen from the query's plan:
+and emits the part of that answer that is new. Three modes, chosen from the query's plan;
+accumulate is chosen only when a state is first made, and an accumulator state keeps that
+mode for its life (its runs have no input rows to recompute anything else from):
 
 **Window** (`MODE_WINDOW`): one input, one group window over its event time, no other
 stateful operator (the spec's own example, and the bulk of real pipelines). A window's row
@@ -14,7 +16,11 @@ still open (rows with event time >= the start of the oldest open window), so sta
 run time follow the open windows, not the history. Rows arriving for a window already
 emitted are late: they are dropped, as Flink drops them.
 
-**Changelog** (`MODE_CHANGELOG`): everything else -- top-N, aggregations without windows,
+**Accumulate** (`MODE_ACCUMULATE`): a GROUP BY of plain columns (or a global aggregate)
+with count/sum/avg/min/max of plain columns over one input keeps one accumulator row per
+group and no input rows (`engine.streaming.accumulate_run`).
+
+**Changelog** (`MODE_CHANGELOG`): everything else -- top-N, other aggregations without windows,
 OVER windows, interval and temporal-table joins, chains of them. The checkpoint holds every
 input row and the *live* output (rows emitted and not retracted, with their offsets). Each
 run recomputes the query, keeps the rows that are final by the watermark (see below), and
