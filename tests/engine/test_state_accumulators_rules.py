@@ -500,3 +500,33 @@ def test_taking_back_a_row_never_added_is_refused() -> None:
     a0 = {"event_time": T0, "k": "a", "v": 1}
     with pytest.raises(InvalidQuery, match="never added"):
         _run(SUMS_ONLY, [a0, {**a0, "op": 1}, {**a0, "op": 1}], [1], [])
+
+
+def test_an_unchanged_group_with_a_null_emits_nothing() -> None:
+    """Two NULLs are equal: a group whose row has a NULL and did not change (a run that
+    touched another group) is not retracted and appended again."""
+    sql = "SELECT k, max(event_time) AS event_time, sum(v) AS s FROM ev GROUP BY k"
+    rows = [{"event_time": T0, "k": None, "v": None}, {"event_time": T0, "k": "b", "v": 1}]
+    outs = _run(sql, rows, [1], [])
+    assert outs[1].to_pylist() == [{"op": 0, "k": "b", "event_time": T0, "s": 1}]
+
+
+def test_a_date_event_time_is_final_at_its_day() -> None:
+    """A DATE event time is compared with the gate as the instant its day starts."""
+    sql = "SELECT k, max(d) AS event_time, count(*) AS n FROM ev GROUP BY k"
+    q = parse_accumulator_query(sql)
+    assert q is not None
+    day = dt.date(2020, 1, 2)
+    partial = pa.table(
+        {
+            "__odf_k0": pa.array(["a"]),
+            "__odf_nrows": pa.array([1], pa.int64()),
+            "__odf_a0": pa.array([day], pa.date32()),
+            "__odf_n0": pa.array([1], pa.int64()),
+            "__odf_a1": pa.array([1], pa.int64()),
+        }
+    )
+    at = int(dt.datetime(2020, 1, 2, tzinfo=dt.UTC).timestamp() * 1e6)
+    names = ["k", "event_time", "n"]
+    assert merge_partials(q, None, partial, names, "event_time", at).changes.num_rows == 1
+    assert merge_partials(q, None, partial, names, "event_time", at - 1).changes.num_rows == 0
