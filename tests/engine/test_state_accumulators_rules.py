@@ -530,3 +530,11 @@ def test_a_date_event_time_is_final_at_its_day() -> None:
     names = ["k", "event_time", "n"]
     assert merge_partials(q, None, partial, names, "event_time", at).changes.num_rows == 1
     assert merge_partials(q, None, partial, names, "event_time", at - 1).changes.num_rows == 0
+
+
+def test_a_null_that_becomes_a_value_is_corrected() -> None:
+    """A NULL and a value differ: a sum over no values that gets one is corrected."""
+    sql = "SELECT k, min(event_time) AS event_time, sum(v) AS s FROM ev GROUP BY k"
+    rows = [{"event_time": T0, "k": "a", "v": None}, {"event_time": T0, "k": "a", "v": 4}]
+    outs = _run(sql, rows, [1], [])
+    assert [(r["op"], r["s"]) for r in outs[1].to_pylist()] == [(2, None), (3, 4)]
