@@ -197,7 +197,9 @@ def read_input(
     from engine.s3io.settings import staging_of
     from storage.s3.url import is_s3_url
 
-    if any(is_s3_url(p) for p in inp.data_paths[:1]) or staging_of(session) is not None:
+    # Slices on S3, or no slice on an engine whose executors may not see the schema file.
+    paths = inp.data_paths
+    if is_s3_url(paths[0]) if paths else staging_of(session) is not None:
         from engine.s3io.read import read_s3_input
 
         return read_s3_input(session, inp, plan, parallel=parallel)

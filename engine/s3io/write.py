@@ -71,20 +71,21 @@ def write_s3_output(
 
 
 def _run_write(df: DataFrame, run: S3Location) -> None:
-    from engine.s3io.register import register_source
+    from engine.s3io.register import active, register_source
 
     session: Any = df.sparkSession
     source = register_source(session)
     version = str(session.sparkContext._jvm.org.apache.spark.package.SPARK_VERSION_SHORT())
-    (
-        df.write.format(source)
-        .mode("append")
-        .option("endpoint", run.endpoint or "")
-        .option("bucket", run.bucket)
-        .option("prefix", run.prefix)
-        .option("spark_version", version)
-        .save()
-    )
+    with active(session):
+        (
+            df.write.format(source)
+            .mode("append")
+            .option("endpoint", run.endpoint or "")
+            .option("bucket", run.bucket)
+            .option("prefix", run.prefix)
+            .option("spark_version", version)
+            .save()
+        )
 
 
 def _manifest(client: S3Client, run: S3Location) -> list[list[Any]]:
