@@ -9,6 +9,8 @@ that see nothing of the node's disk, without Hadoop's S3 connector.
   their footers are read (cached by digest);
 - `engine.s3io.read` / `engine.s3io.write`: an input as a DataFrame in offset order, the
   output as parts under a staging prefix joined into the one output file;
+- `engine.s3io.register`: the data source registered with a request's session;
 - `engine.s3io.remote`: an engine client that names a request's input slices by their
-  keys on S3.
+  keys on S3;
+- `engine.s3io.warmup`: the engine's warm-up slice read from the staging location.
 """

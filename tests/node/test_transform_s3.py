@@ -13,10 +13,12 @@ import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from engine.client import EngineClient
-from engine.errors import InvalidQuery
+from engine.errors import EngineInternalError, InvalidQuery
 from engine.process import start_engine_process
 from engine.s3io.remote import S3InputsClient
 from engine.s3io.settings import STAGING_CONF
@@ -116,3 +118,36 @@ def test_derivative_over_root_on_s3_matches_local_run(
     assert list(connect(parse_s3_url(staging)).list_keys(parse_s3_url(staging).prefix)) == []
     assert not os.path.exists(f"/proc/{cluster.worker_pid}/root{ws.root}")
     assert os.path.exists(ws.root)
+
+
+def _replace_slices(location: S3Location) -> None:
+    """Overwrite every slice of the dataset at ``location`` with other Parquet bytes."""
+    client = connect(location)
+    for key, stat in list(client.list_keys(location.key("data/"))):
+        got = client.get(key, stat.size)
+        assert got is not None
+        table = pq.read_table(pa.BufferReader(got[0]))
+        sink = pa.BufferOutputStream()
+        pq.write_table(table.slice(1), sink)
+        client.raw.put_object(Bucket=location.bucket, Key=key, Body=sink.getvalue().to_pybytes())
+
+
+def test_a_slice_replaced_on_s3_is_refused_by_the_executors(
+    ws: Workspace,
+    make_root: Callable[[str], RootWriter],
+    seaweed: SeaweedServer,
+    cluster: SparkCluster,
+) -> None:
+    location = _root_on_s3(ws, make_root, seaweed)
+    add_derivative(ws, "der", ["root"], QUERY)
+    add_derivative(ws, "der2", ["root"], QUERY)
+    conf = {**ENGINE_CONF, STAGING_CONF: seaweed.url("staging")}
+    with start_engine_process(master=cluster.master_url, extra_conf=conf, warmup=False) as engine:
+        client = S3InputsClient(engine.address, {ws.resolve("root").id: location})
+        # The driver checked the slices and keeps their footers: only executors read them now.
+        run_transform(plan_transform(ws, "der"), client, work_dir(ws))
+        _replace_slices(location)
+        with pytest.raises(EngineInternalError, match="does not match its hash"):
+            run_transform(plan_transform(ws, "der2"), client, work_dir(ws))
+    state = ws.get("der2").state()
+    assert state is not None and state.data_schema is None  # nothing was committed
