@@ -7,6 +7,7 @@
     <prefix>/data/<hash>         data slices
     <prefix>/checkpoints/<hash>  checkpoints
     <prefix>/info/alias          the dataset's alias
+    <prefix>/quarantine/<id>     uploads through presigned URLs, not yet verified (odf only)
 
 The same names as `storage.layout.DatasetLayout` on disk, so a bucket a push
 wrote is a repository kamu reads, and a prefix kamu pushed is one odf pulls.
@@ -24,6 +25,8 @@ from storage.s3.objects import S3ObjectStore
 from storage.s3.refs import S3RefStore
 from storage.s3.url import S3Location
 
+#: Prefix of uploads not yet verified (`storage.s3.quarantine`); kamu never reads it.
+QUARANTINE_DIR: Final = "quarantine"
 #: Largest ``info/alias`` accepted.
 MAX_ALIAS_SIZE: Final = 1024
 
