@@ -340,6 +340,7 @@ def connect(location: S3Location) -> S3Client:
     region = session.region_name or (DEFAULT_REGION if location.endpoint else None)
     config = Config(
         s3={"addressing_style": "path" if location.endpoint else "auto"},
+        signature_version="s3v4",  # presigned URLs too (boto3 presigns SigV2 otherwise)
         request_checksum_calculation="when_required",
         response_checksum_validation="when_required",
         retries={"max_attempts": 3, "mode": "standard"},
