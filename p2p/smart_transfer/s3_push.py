@@ -15,16 +15,25 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from typing import Final
 
 from aiohttp import web
 
-from fbs.model import Seed
+from fbs.model import MetadataBlock, Seed
 from fbs.multiformats import Multihash
 from p2p.errors import PeerMisbehaved
 from p2p.http.s3_repo import S3_REPO, authorized, dataset_layout
-from p2p.receive import ChainRuleBroken, ReceivedBlock, object_jobs, receive_block, validate_chain
+from p2p.receive import (
+    ChainRuleBroken,
+    ObjectJob,
+    ReceivedBlock,
+    object_jobs,
+    receive_block,
+    validate_chain,
+)
 from p2p.smart_transfer.messages import (
     EMPTY,
     MAX_MESSAGE_BYTES,
@@ -60,6 +69,9 @@ __all__ = ["s3_smart_push"]
 
 log = logging.getLogger(__name__)
 
+#: Uploads verified and named at once at the end of a push.
+PARALLEL_ADMISSIONS: Final = 8
+
 
 @dataclass(slots=True)
 class _S3Push:
@@ -72,6 +84,10 @@ class _S3Push:
     blocks: list[ReceivedBlock] = field(default_factory=list)
     state: ChainState | None = None
     uploads: dict[tuple[str, Multihash], str] = field(default_factory=dict)
+
+    def blocks_only(self) -> Iterator[MetadataBlock]:
+        """The decoded pushed blocks, oldest first."""
+        return (b.block for b in self.blocks)
 
 
 def _abort(phase: str, message: str) -> _Abort:
@@ -109,12 +125,24 @@ def _strategy(push: _S3Push, f: ObjectFile) -> PushStrategy:
     if stat is not None and stat.size == f.size:
         return PushStrategy(f, None)
     key = push.uploads.setdefault((f.kind, f.physical_hash), new_upload_key(push.layout))
-    url = presign_put(push.layout.client, key, expires_s=push.expiry_s)
+    url = presign_put(push.layout.client, key, f.size, expires_s=push.expiry_s)
     return PushStrategy(f, TransferUrl(url.url, (), url.expires_at))
 
 
 def _accepted(push: _S3Push, files: Sequence[ObjectFile]) -> PushObjectsAccepted:
     return PushObjectsAccepted(tuple(_strategy(push, f) for f in files))
+
+
+def _admit(push: _S3Push, job: ObjectJob) -> None:
+    """Name ``job``'s upload, if it had one; then the object must be stored whole."""
+    layout = push.layout
+    key = push.uploads.get((job.kind, job.hash))
+    if key is not None:
+        admit_upload(layout, job.kind, key, job.hash, job.size)
+    store = layout.data if job.kind == "data" else layout.checkpoints
+    stat = layout.client.stat(store.key_of(job.hash))
+    if stat is None or stat.size != job.size:
+        raise _abort("CompleteRequest", f"not uploaded: {job.kind} object {job.hash}")
 
 
 def _commit(push: _S3Push) -> None:
@@ -125,14 +153,9 @@ def _commit(push: _S3Push) -> None:
     """
     layout = push.layout
     try:
-        for job in object_jobs(b.block for b in push.blocks):
-            key = push.uploads.get((job.kind, job.hash))
-            if key is not None:
-                admit_upload(layout, job.kind, key, job.hash, job.size)
-            store = layout.data if job.kind == "data" else layout.checkpoints
-            stat = layout.client.stat(store.key_of(job.hash))
-            if stat is None or stat.size != job.size:
-                raise _abort("CompleteRequest", f"not uploaded: {job.kind} object {job.hash}")
+        with ThreadPoolExecutor(PARALLEL_ADMISSIONS) as pool:
+            for _ in pool.map(lambda job: _admit(push, job), object_jobs(push.blocks_only())):
+                pass
         layout.blocks.put_many((b.hash, b.raw) for b in push.blocks)
         layout.refs.set_if_equals("head", push.old_head, push.blocks[-1].hash)
     except HashMismatch as e:

@@ -5,7 +5,8 @@ request to the server). The server checks them: a URL used after its expiry, or 
 any signed part changed, is answered 403 (SeaweedFS and AWS; moto checks nothing).
 A ``PUT`` URL is only ever made for a key under ``quarantine/`` (`storage.s3.quarantine`):
 S3 cannot check ODF's hashes, so whatever arrives there is verified before it gets a
-name. No conditional header is signed into a URL (SeaweedFS refuses such signatures).
+name. No conditional header is signed into a URL (SeaweedFS refuses such signatures);
+the upload's ``Content-Length`` is.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Final
+from typing import Any, Final
 
 from storage.s3.client import S3Client, translate_errors
 
@@ -29,11 +30,11 @@ class PresignedUrl:
     expires_at: str
 
 
-def _presign(client: S3Client, method: str, key: str, expires_s: int) -> PresignedUrl:
+def _presign(client: S3Client, method: str, params: dict[str, Any], expires_s: int) -> PresignedUrl:
     expires = datetime.fromtimestamp(time.time() + expires_s, UTC)
-    with translate_errors(f"presign {key}"):
+    with translate_errors(f"presign {params['Key']}"):
         url = client.raw.generate_presigned_url(
-            method, Params={"Bucket": client.bucket, "Key": key}, ExpiresIn=expires_s
+            method, Params={"Bucket": client.bucket, **params}, ExpiresIn=expires_s
         )
     return PresignedUrl(str(url), expires.strftime("%Y-%m-%dT%H:%M:%SZ"))
 
@@ -42,11 +43,15 @@ def presign_get(
     client: S3Client, key: str, *, expires_s: int = DEFAULT_URL_EXPIRY_S
 ) -> PresignedUrl:
     """A URL that reads ``key``."""
-    return _presign(client, "get_object", key, expires_s)
+    return _presign(client, "get_object", {"Key": key}, expires_s)
 
 
 def presign_put(
-    client: S3Client, key: str, *, expires_s: int = DEFAULT_URL_EXPIRY_S
+    client: S3Client, key: str, size: int, *, expires_s: int = DEFAULT_URL_EXPIRY_S
 ) -> PresignedUrl:
-    """A URL that writes ``key`` (only ever a quarantine key: see the module docstring)."""
-    return _presign(client, "put_object", key, expires_s)
+    """A URL that writes exactly ``size`` bytes to ``key`` (only ever a quarantine key).
+
+    ``Content-Length`` is signed into the URL: S3 refuses (403) an upload of another
+    size, so a URL cannot be used to store more than the object declared.
+    """
+    return _presign(client, "put_object", {"Key": key, "ContentLength": size}, expires_s)

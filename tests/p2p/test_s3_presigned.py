@@ -30,6 +30,7 @@ from p2p.smart_transfer.client import SmartRefused, SmartSource, smart_push
 from p2p.smart_transfer.messages import TransferUrl
 from p2p.smart_transfer.s3_server import s3_repository_app
 from p2p.sync import pull_dataset
+from storage.errors import HashMismatch
 from storage.s3.client import S3Client
 from storage.s3.layout import S3DatasetLayout
 from storage.s3.presign import presign_get, presign_put
@@ -110,7 +111,7 @@ def test_expired_or_altered_urls_are_refused_by_s3(
     assert requests.get(_tampered(good, "X-Amz-Signature"), timeout=30).status_code == 403
     other = good.replace("/data/object?", "/data/other?")
     assert requests.get(other, timeout=30).status_code == 403
-    put = presign_put(s3_client, s3_location.key("quarantine/u1")).url
+    put = presign_put(s3_client, s3_location.key("quarantine/u1"), 1).url
     assert requests.put(_tampered(put, "X-Amz-Signature"), data=b"x", timeout=30).status_code == 403
     assert s3_client.stat(s3_location.key("quarantine/u1")) is None
     short = presign_get(s3_client, key, expires_s=1).url
@@ -172,18 +173,22 @@ def test_a_pushed_object_that_is_not_its_hash_never_appears_under_data(
 
 
 @pytest.mark.slow
-def test_admission_hashes_a_private_copy(s3_client: S3Client, s3_location: S3Location) -> None:
+def test_uploads_are_size_bound_and_hashed_before_they_are_named(
+    s3_client: S3Client, s3_location: S3Location
+) -> None:
     layout = S3DatasetLayout(s3_client, s3_location)
     good = b"the object"
     h = Multihash.sha3_256(good)
     key = new_upload_key(layout)
-    put: Any = presign_put(s3_client, key)
-    assert requests.put(put.url, data=b"not the object", timeout=30).status_code == 200
-    with pytest.raises(Exception, match="bytes"):
+    put: Any = presign_put(s3_client, key, len(good))
+    assert requests.put(put.url, data=b"not the objec", timeout=30).status_code == 403
+    assert requests.put(put.url, data=b"not the obj", timeout=30).status_code == 403
+    assert requests.put(put.url, data=b"another on", timeout=30).status_code == 200
+    with pytest.raises(HashMismatch):
         admit_upload(layout, "data", key, h, len(good))
     assert not layout.data.has(h) and s3_client.stat(key) is None
     key = new_upload_key(layout)
-    assert requests.put(presign_put(s3_client, key).url, data=good, timeout=30).status_code == 200
+    assert requests.put(presign_put(s3_client, key, len(good)).url, data=good).status_code == 200
     assert admit_upload(layout, "data", key, h, len(good))
     assert layout.data.get(h) == good
     assert _keys(s3_client, s3_location, "quarantine") == []
