@@ -10,6 +10,11 @@ an upload that is not the object it claims never appears under ``data/``.
 from __future__ import annotations
 
 import asyncio
+import os
+import shutil
+import signal
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -192,3 +197,28 @@ def test_uploads_are_size_bound_and_hashed_before_they_are_named(
     assert admit_upload(layout, "data", key, h, len(good))
     assert layout.data.get(h) == good
     assert _keys(s3_client, s3_location, "quarantine") == []
+
+
+@pytest.mark.slow
+def test_odf_serve_serves_the_repository(tmp_path: Path, repo: S3Repo) -> None:
+    src = _published(tmp_path, repo)
+    exe = shutil.which("odf", path=str(Path(sys.executable).parent))
+    assert exe is not None
+    argv = [exe, "serve", repo.location.to_url(), "--http-port", "0"]
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        assert line.startswith("Serving "), proc.stderr.read() if proc.stderr else ""
+        base = line.split(" on ")[1].strip()
+        head = requests.get(f"{base}prices/refs/head", timeout=30)
+        assert head.text == str(src.get("prices").head())
+        h = next(iter(src.get("prices").layout.data.iter_hashes()))
+        moved = requests.get(f"{base}prices/data/{h}", allow_redirects=False, timeout=30)
+        assert moved.status_code == 307 and "X-Amz-Signature=" in moved.headers["Location"]
+        assert requests.get(moved.headers["Location"], timeout=30).content == (
+            src.get("prices").layout.data.get(h)
+        )
+    finally:
+        os.kill(proc.pid, signal.SIGTERM)
+        proc.wait()
