@@ -54,6 +54,16 @@ def cmd_serve(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _expiry(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if not 1 <= value <= 604800:
+        raise argparse.ArgumentTypeError(f"not a lifetime of 1 to 604800 seconds: {text!r}")
+    return value
+
+
 def register(sub: Any) -> None:
     """Add ``serve`` to the ``odf`` sub-parsers."""
     p = add_command(sub, "serve", cmd_serve, "serve an S3 repository; objects go by presigned URLs")
@@ -62,5 +72,9 @@ def register(sub: Any) -> None:
     p.add_argument("--http-port", type=int, default=8080, help="port (8080; 0 picks a free one)")
     p.add_argument("--token-file", default=None, help="file holding the bearer token of pushes")
     p.add_argument(
-        "--url-expiry", type=int, default=3600, metavar="S", help="presigned URL lifetime (3600 s)"
+        "--url-expiry",
+        type=_expiry,
+        default=3600,
+        metavar="S",
+        help="presigned URL lifetime in seconds (3600; at most 604800, SigV4's limit)",
     )

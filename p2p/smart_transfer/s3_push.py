@@ -60,6 +60,7 @@ from p2p.smart_transfer.server import (
 )
 from storage.chain import ChainState
 from storage.errors import HashMismatch, ObjectNotFound, RefCASFailed, StorageError
+from storage.s3.client import MAX_COPY_SIZE
 from storage.s3.commit import S3Committer
 from storage.s3.layout import S3DatasetLayout
 from storage.s3.presign import presign_put
@@ -119,7 +120,8 @@ def _receive_batch(push: _S3Push, req: PushMetadataRequest) -> None:
 def _strategy(push: _S3Push, f: ObjectFile) -> PushStrategy:
     """No upload for an object stored with its size; else a presigned quarantine ``PUT``."""
     store = push.layout.data if f.kind == "data" else push.layout.checkpoints
-    if f.size > store.max_object_size:
+    if f.size > min(store.max_object_size, MAX_COPY_SIZE):
+        # An upload is named by one server-side copy, which S3 caps at MAX_COPY_SIZE.
         raise _abort("ObjectsRequest", f"{f.kind} object {f.physical_hash} is too large")
     stat = push.layout.client.stat(store.key_of(f.physical_hash))
     if stat is not None and stat.size == f.size:

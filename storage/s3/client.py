@@ -29,6 +29,8 @@ if TYPE_CHECKING:
 DEFAULT_REGION: Final = "us-east-1"
 #: Attempts of a write answered 409 ConditionalRequestConflict (AWS: "retry").
 CONFLICT_ATTEMPTS: Final = 5
+#: Largest object one ``CopyObject`` request copies (S3's limit).
+MAX_COPY_SIZE: Final = 5 * 2**30
 #: Parallel connections per client (object uploads run in threads).
 MAX_POOL_CONNECTIONS: Final = 16
 _NOT_FOUND: Final = frozenset({"404", "NoSuchKey", "NotFound"})
@@ -240,10 +242,14 @@ class S3Client:
         """Restart ``key``'s modification time by copying it onto itself; ``None`` if absent.
 
         S3 has no ``touch``: a copy in place with replaced metadata keeps the bytes and
-        sets ``LastModified`` to the server's time (see `storage.s3.gc`).
+        sets ``LastModified`` to the server's time (see `storage.s3.gc`). An object over
+        `MAX_COPY_SIZE` cannot be copied by one request and keeps its time.
         """
         from botocore.exceptions import ClientError
 
+        stat = self.stat(key)
+        if stat is None or stat.size > MAX_COPY_SIZE:
+            return stat
         source = {"Bucket": self.bucket, "Key": key}
         with translate_errors(f"COPY {key}"):
             try:
@@ -258,7 +264,7 @@ class S3Client:
                 if error_kind(e) == "missing":
                     return None
                 raise unexpected(f"COPY {key}", e) from None
-        return self.stat(key)
+        return stat
 
     def copy_if_absent(self, source: str, key: str) -> bool:
         """Copy ``source`` to ``key`` inside the bucket unless ``key`` exists.

@@ -11,7 +11,9 @@ server answers (`S3Client.server_time`), so the local clock does not matter. S3 
 not refresh ``LastModified`` on a read, so a writer that re-uses an object it finds
 present restarts it by copying the object onto itself (`S3ObjectStore.refresh`; the
 disk store touches the file the same way). A writer therefore has the grace period,
-counted from its last upload or re-use, to move the head.
+counted from its last upload or re-use, to move the head. An object over 5 GiB
+(`MAX_COPY_SIZE`: one request cannot copy it) keeps its time when re-used, so its
+period runs from its upload.
 
 Order of a run, which makes a commit that lands during it safe:
 
