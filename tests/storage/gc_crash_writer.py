@@ -1,6 +1,6 @@
 """A writer that stops after its uploads, before its ref moves, for the kill -9 GC tests.
 
-Run as ``python -m tests.p2p.gc_crash_writer local WS ALIAS TMP`` (one more slice
+Run as ``python -m tests.storage.gc_crash_writer local WS ALIAS TMP`` (one more slice
 committed to a workspace dataset) or ``... s3 WS ALIAS URL`` (a push of the dataset to
 an S3 prefix). The ref store's compare-and-swap is replaced by one that prints
 ``UPLOADED`` and waits: every object of the commit is durable by then, and the test

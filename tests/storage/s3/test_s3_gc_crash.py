@@ -1,14 +1,14 @@
-# ruff: noqa: F811  (the S3 fixtures are imported, then named as test arguments)
 """A writer killed (SIGKILL, a real process) after its uploads, before its ref moves.
 
 The head stays where it was; what the writer uploaded is unreferenced. GC keeps it
 inside the grace period (the writer could still be alive and about to commit) and
-deletes it after, on local disk and on S3 (SeaweedFS) alike.
+deletes it after, on S3 (SeaweedFS) as on local disk (`tests.storage.test_gc_crash`).
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -23,20 +23,24 @@ from storage.s3.client import S3Client
 from storage.s3.gc import collect_s3_garbage, referenced_keys
 from storage.s3.layout import S3DatasetLayout
 from storage.s3.url import S3Location
-from storage.verify import verify_integrity
-from storage.workspace import Workspace
 from tests.p2p.sync_helpers import add_slices, make_dataset, new_workspace
-from tests.p2p.test_s3_cli import odf
-from tests.storage.s3.conftest import s3_client, s3_location, seaweed  # noqa: F401
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
+
+
+def odf(ws: Path, *argv: str) -> subprocess.CompletedProcess[str]:
+    exe = shutil.which("odf", path=str(Path(sys.executable).parent))
+    assert exe is not None
+    return subprocess.run(
+        [exe, "--workspace", str(ws), *argv], capture_output=True, text=True, check=False
+    )
 
 
 def _run_until_uploaded(*argv: str) -> None:
     """Start the crash writer, wait for its uploads, then SIGKILL it (by its PID)."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "tests.p2p.gc_crash_writer", *argv],
+        [sys.executable, "-m", "tests.storage.gc_crash_writer", *argv],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -51,27 +55,6 @@ def _run_until_uploaded(*argv: str) -> None:
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait()
     assert proc.returncode == -signal.SIGKILL
-
-
-def _data_files(ws: Workspace, alias: str) -> set[object]:
-    return set(ws.get(alias).layout.data.iter_hashes())
-
-
-def test_local_orphan_survives_the_grace_period_then_goes(tmp_path: Path) -> None:
-    ws = new_workspace(tmp_path / "ws")
-    ds = make_dataset(ws, "prices", tmp_path / "files", slices=1)
-    head, before = ds.head(), _data_files(ws, "prices")
-    _run_until_uploaded("local", str(ws.root), "prices", str(tmp_path / "more"))
-    assert ws.get("prices").head() == head
-    orphans = _data_files(ws, "prices") - before
-    assert len(orphans) == 1
-    inside = ws.gc()
-    assert inside.data["prices"].deleted == ()
-    assert set(inside.data["prices"].kept_recent) == orphans
-    after = ws.gc(now=max(o.mtime for o in map(ds.layout.data.info, orphans)) + DEFAULT_GC_GRACE_S)
-    assert set(after.data["prices"].deleted) == orphans
-    assert _data_files(ws, "prices") == before
-    assert verify_integrity(ws.get("prices")).ok
 
 
 @pytest.mark.slow
