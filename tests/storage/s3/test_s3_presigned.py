@@ -1,10 +1,10 @@
-# ruff: noqa: F811  (the S3 fixtures are imported, then named as test arguments)
 """An S3 repository served by a node: objects move by presigned URLs only (SeaweedFS).
 
 Pulls get presigned ``GET`` URLs (smart protocol) or redirects to them (simple
 protocol): the node answers no object request itself. Presigned URLs are checked by S3:
 expired or altered, 403. Pushes upload to presigned ``PUT`` URLs under ``quarantine/``;
-an upload that is not the object it claims never appears under ``data/``.
+an upload that is not the object it claims never appears under ``data/``. (Here, not
+under tests/p2p, to share the storage tests' SeaweedFS.)
 """
 
 from __future__ import annotations
@@ -44,7 +44,6 @@ from storage.s3.url import S3Location
 from storage.verify import verify_integrity
 from storage.workspace import Workspace
 from tests.p2p.sync_helpers import add_slices, make_dataset, new_workspace, serve
-from tests.storage.s3.conftest import s3_client, s3_location, seaweed  # noqa: F401
 
 TOKEN = "s3-presigned-test-token-0123456789"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
