@@ -21,6 +21,7 @@ by route, so a test can see that it served no object.
 from __future__ import annotations
 
 import hmac
+import threading
 from collections import Counter
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
@@ -32,8 +33,10 @@ from fbs.did import DatasetAlias
 from fbs.errors import FbsError, InvalidHash
 from fbs.multiformats import SHA3_256, Multihash, parse_hash
 from p2p.http.server import HttpError, error_response
+from storage.chain import ChainState
 from storage.errors import CorruptObject, InvalidRef, ObjectNotFound
 from storage.s3.client import S3Client
+from storage.s3.commit import S3Committer
 from storage.s3.layout import S3DatasetLayout
 from storage.s3.presign import DEFAULT_URL_EXPIRY_S, presign_get
 from storage.s3.url import S3Location
@@ -60,6 +63,24 @@ class S3Repo:
     token: str | None = None
     url_expiry_s: int = DEFAULT_URL_EXPIRY_S
     requests: Counter[str] = field(default_factory=Counter)
+    _chains: dict[str, tuple[threading.Lock, S3Committer]] = field(default_factory=dict)
+    _chains_lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def chain_state(self, layout: S3DatasetLayout, head: Multihash | None) -> ChainState | None:
+        """The validated chain state of ``layout`` at ``head``.
+
+        One reader per dataset is kept, so a later call reads (and hashes, and checks)
+        only the blocks added since: a push costs its new blocks, not the whole chain.
+
+        Raises:
+            MissingObject, CorruptObject, ChainRuleViolation: the stored chain is damaged.
+        """
+        with self._chains_lock:
+            lock, reader = self._chains.setdefault(
+                layout.location.prefix, (threading.Lock(), S3Committer(layout))
+            )
+        with lock:
+            return reader.state(head)
 
 
 S3_REPO: Final = web.AppKey("s3_repo", S3Repo)

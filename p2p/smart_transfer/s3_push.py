@@ -1,7 +1,8 @@
 """Smart-protocol push into an S3 repository: presigned ``PUT`` into ``quarantine/`` only.
 
 The pushed blocks are checked by the receive path (each hashed before it is parsed,
-then the chain rules on top of the chain read from S3). An object not stored yet gets
+then the chain rules on top of the chain read from S3; `S3Repo.chain_state` reads only
+the blocks added since the node last read that dataset). An object not stored yet gets
 a presigned ``PUT`` of a fresh key under the dataset's ``quarantine/``, never of its
 final name. At ``DatasetPushComplete`` each upload is verified and named by
 `storage.s3.quarantine.admit_upload` (hashed before anything; a mismatch refuses the
@@ -25,7 +26,7 @@ from aiohttp import web
 from fbs.model import MetadataBlock, Seed
 from fbs.multiformats import Multihash
 from p2p.errors import PeerMisbehaved
-from p2p.http.s3_repo import S3_REPO, authorized, dataset_layout
+from p2p.http.s3_repo import S3_REPO, S3Repo, authorized, dataset_layout
 from p2p.receive import (
     ChainRuleBroken,
     ObjectJob,
@@ -61,7 +62,6 @@ from p2p.smart_transfer.server import (
 from storage.chain import ChainState
 from storage.errors import HashMismatch, ObjectNotFound, RefCASFailed, StorageError
 from storage.s3.client import MAX_COPY_SIZE
-from storage.s3.commit import S3Committer
 from storage.s3.layout import S3DatasetLayout
 from storage.s3.presign import presign_put
 from storage.s3.quarantine import admit_upload, new_upload_key
@@ -78,9 +78,9 @@ PARALLEL_ADMISSIONS: Final = 8
 class _S3Push:
     """A push in progress: the dataset, the head it started from, blocks, uploads."""
 
+    repo: S3Repo
     layout: S3DatasetLayout
     alias: str
-    expiry_s: int
     old_head: Multihash | None
     blocks: list[ReceivedBlock] = field(default_factory=list)
     state: ChainState | None = None
@@ -104,7 +104,7 @@ def _receive_batch(push: _S3Push, req: PushMetadataRequest) -> None:
     if not blocks:
         raise _abort("MetadataRequest", "no blocks")
     try:
-        local = S3Committer(push.layout).state(push.old_head)
+        local = push.repo.chain_state(push.layout, push.old_head)
     except StorageError as e:
         log.error("smart push to S3: reading the chain: %s", e)
         raise _abort("MetadataRequest", "stored chain is damaged") from None
@@ -127,7 +127,7 @@ def _strategy(push: _S3Push, f: ObjectFile) -> PushStrategy:
     if stat is not None and stat.size == f.size:
         return PushStrategy(f, None)
     key = push.uploads.setdefault((f.kind, f.physical_hash), new_upload_key(push.layout))
-    url = presign_put(push.layout.client, key, f.size, expires_s=push.expiry_s)
+    url = presign_put(push.layout.client, key, f.size, expires_s=push.repo.url_expiry_s)
     return PushStrategy(f, TransferUrl(url.url, (), url.expires_at))
 
 
@@ -201,5 +201,5 @@ async def s3_smart_push(request: web.Request) -> web.StreamResponse:
     layout = dataset_layout(request)
     repo = request.app[S3_REPO]
     ws = await _open_socket(request, MAX_MESSAGE_BYTES)
-    push = _S3Push(layout, request.match_info["dataset"], repo.url_expiry_s, None)
+    push = _S3Push(repo, layout, request.match_info["dataset"], None)
     return await _run(ws, _push_flow(request, ws, push), "push")
