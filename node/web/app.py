@@ -128,7 +128,9 @@ async def dataset_page(request: web.Request) -> web.StreamResponse:
 
 async def network_page(request: web.Request) -> web.StreamResponse:
     ui = request.app[_UI]
-    body = network_body(list(ui.peers()), dict(ui.status()))
+    entries = await asyncio.to_thread(_ws(request).list)
+    aliases = {e.id.to_did_odf(): e.alias for e in entries}
+    body = network_body(list(ui.peers()), dict(ui.status()), aliases)
     return _html(page("Network", body, active="network"))
 
 

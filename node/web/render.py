@@ -217,8 +217,22 @@ FOLLOW_FORM: Final = (
 )
 
 
-def network_body(peers: Sequence[Mapping[str, Any]], status: Mapping[str, Any]) -> str:
-    """The network page: this node, its peers (bans with reasons), followed datasets."""
+def _followed(entry: str, aliases: Mapping[str, str]) -> str:
+    """A follow entry (a DID, ``all``), with the alias of the dataset held under it."""
+    alias = aliases.get(entry)
+    if alias is None:
+        return f"<code>{esc(entry)}</code>"
+    return f'<a href="{dataset_href(alias)}">{esc(alias)}</a> <code>{esc(entry)}</code>'
+
+
+def network_body(
+    peers: Sequence[Mapping[str, Any]],
+    status: Mapping[str, Any],
+    aliases: Mapping[str, str] | None = None,
+) -> str:
+    """The network page: this node, its peers (bans with reasons), followed datasets
+    (named by their alias here, from ``aliases``: DID -> alias)."""
+    aliases = aliases or {}
     peer_rows = (
         f'<tr class="{"banned" if p.get("banned") else ""}"><td><code>{esc(p.get("peerId"))}'
         f"</code></td><td>{'yes' if p.get('connected') else 'no'}</td>"
@@ -233,7 +247,7 @@ def network_body(peers: Sequence[Mapping[str, Any]], status: Mapping[str, Any]) 
     )
     follow = list(status.get("follow") or [])
     follow_html = (
-        "<ul>" + "".join(f"<li>{esc(f)}</li>" for f in follow) + "</ul>"
+        "<ul>" + "".join(f"<li>{_followed(f, aliases)}</li>" for f in follow) + "</ul>"
         if follow
         else "<p>No dataset followed.</p>"
     )
