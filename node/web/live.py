@@ -29,7 +29,7 @@ from aiohttp import web
 
 from fbs.did import DatasetId
 from node.web.render import list_row
-from node.web.views import RowCache, heads
+from node.web.rows import RowCache, heads
 from storage.errors import StorageError
 from storage.workspace import Workspace
 

@@ -13,7 +13,8 @@ import pyarrow as pa
 from node.web.graph import lineage_graph
 from node.web.html import ago, dataset_href, esc, human_size, short_hash, table
 from node.web.lineage import lineage_svg
-from node.web.views import PAGE_ROWS, DatasetDetail, DatasetRow
+from node.web.rows import DatasetRow
+from node.web.views import PAGE_ROWS, DatasetDetail
 
 __all__ = [
     "LIST_LIMIT",
@@ -218,11 +219,12 @@ FOLLOW_FORM: Final = (
 
 
 def _followed(entry: str, aliases: Mapping[str, str]) -> str:
-    """A follow entry (a DID, ``all``), with the alias of the dataset held under it."""
+    """A follow entry (a DID, an alias, ``all``), linked to the dataset held under it."""
     alias = aliases.get(entry)
     if alias is None:
         return f"<code>{esc(entry)}</code>"
-    return f'<a href="{dataset_href(alias)}">{esc(alias)}</a> <code>{esc(entry)}</code>'
+    link = f'<a href="{dataset_href(alias)}">{esc(alias)}</a>'
+    return link if alias == entry else f"{link} <code>{esc(entry)}</code>"
 
 
 def network_body(
@@ -231,7 +233,7 @@ def network_body(
     aliases: Mapping[str, str] | None = None,
 ) -> str:
     """The network page: this node, its peers (bans with reasons), followed datasets
-    (named by their alias here, from ``aliases``: DID -> alias)."""
+    (named by their alias here, from ``aliases``: DID or alias -> alias)."""
     aliases = aliases or {}
     peer_rows = (
         f'<tr class="{"banned" if p.get("banned") else ""}"><td><code>{esc(p.get("peerId"))}'
