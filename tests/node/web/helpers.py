@@ -20,7 +20,7 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -113,6 +113,12 @@ class RunningNode:
     def token(self) -> str:
         return (self.ws / ".odf" / "p2p" / "http-token").read_text().strip()
 
+    @property
+    def bootstrap(self) -> str:
+        """The libp2p address another node bootstraps to (``.../p2p/PEER_ID``)."""
+        addr: str = self.get_json("/api/status")["addrs"][0]
+        return addr
+
     def get_json(self, path: str) -> Any:
         with urllib.request.urlopen(self.url + path, timeout=10) as r:
             return json.loads(r.read())
@@ -139,12 +145,18 @@ class RunningNode:
 
 
 @contextlib.contextmanager
-def running_node(ws: Path) -> Iterator[RunningNode]:
+def running_node(
+    ws: Path, *args: str, env: Mapping[str, str] | None = None
+) -> Iterator[RunningNode]:
+    """``odf node run`` on ``ws`` with ``args`` added (``--bootstrap``, ``--follow``,
+    ``--validator``...) and ``env`` on top of this process's environment; stopped (SIGTERM,
+    then SIGKILL) when the block ends."""
     port = free_port()
     (ws / "node.yaml").write_text(f"http: {{host: 127.0.0.1, port: {port}}}\nlog_level: info\n")
     log = open(ws / "node.log", "ab")  # noqa: SIM115 - closed below
     env = {
         **os.environ,
+        **(env or {}),
         "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),
     }
     proc = subprocess.Popen(
@@ -159,6 +171,7 @@ def running_node(ws: Path) -> Iterator[RunningNode]:
             "-q",
             "--config",
             str(ws / "node.yaml"),
+            *args,
         ],
         cwd=REPO,
         stdout=log,
