@@ -38,6 +38,7 @@ parsed value, so no user text reaches a filesystem path.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import tempfile
 import time
@@ -157,6 +158,7 @@ _STARTED: Final = web.AppKey("started", float)
 _POLICY: Final = web.AppKey("access_policy", AccessPolicy)
 #: The dataset rows the web UI's pages and ``/api/datasets`` share (`node.web.rows`).
 _ROWS: Final = web.AppKey("dataset_rows", tuple[RowCache, SignedHeads])
+_WARMING: Final = web.AppKey("dataset_rows_warm_up", asyncio.Task[object])
 
 
 # -- path safety ----------------------------------------------------------------------------
@@ -307,6 +309,21 @@ async def api_datasets(request: web.Request) -> web.StreamResponse:
     return web.json_response(rows)
 
 
+async def _warm_rows(app: web.Application) -> None:
+    """Read every dataset's row and signed head once in the background as the server
+    starts, so the first page or ``/api/datasets`` finds them cached."""
+    cache, signed = app[_ROWS]
+    work = asyncio.to_thread(api_rows, app[SERVER].workspace, cache, signed)
+    app[_WARMING] = asyncio.create_task(work, name="dataset-rows-warm-up")
+
+
+async def _warmed(app: web.Application) -> None:
+    task = app.get(_WARMING)
+    if task is not None:
+        with contextlib.suppress(Exception):
+            await task  # a thread cannot be cancelled: it ends with its last row
+
+
 async def api_peers(request: web.Request) -> web.StreamResponse:
     peers = [dict(p) for p in request.app[_HOOKS].peers()]
     return web.json_response(peers)
@@ -404,6 +421,8 @@ def create_app(
     # The web UI's pages (`node.web`) first: behind the same guard, no route shadows them.
     rows = RowCache()
     app[_ROWS] = (rows, SignedHeads(app[SERVER].head_store))
+    app.on_startup.append(_warm_rows)
+    app.on_cleanup.append(_warmed)
     ui = mount_web_ui(app, peers=app[_HOOKS].peers, status=app[_HOOKS].status, rows=rows)
     add_routes(app, (*ui, *ROUTES, *extra_routes, CATCH_ALL))
     return app

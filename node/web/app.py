@@ -14,7 +14,6 @@ rebound host name is refused before it is rendered.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import datetime as _dt
 from collections.abc import Callable, Mapping, Sequence
 from importlib import resources
@@ -60,7 +59,6 @@ class WebUi:
         self.watcher: HeadWatcher | None = None
         self.sql = SqlRunner()
         self.rows = rows
-        self.warming: asyncio.Task[object] | None = None
 
     def watcher_for(self, ws: Workspace) -> HeadWatcher:
         if self.watcher is None:
@@ -161,22 +159,10 @@ async def to_ui(request: web.Request) -> web.StreamResponse:
     raise web.HTTPFound("/ui/")
 
 
-async def _warm(app: web.Application) -> None:
-    """Read every dataset's row once in the background as the server starts, so the
-    first view finds them cached."""
-    ui = app[_UI]
-    ui.warming = asyncio.create_task(
-        asyncio.to_thread(ui.rows.rows, app[SERVER].workspace), name="web-rows-warm-up"
-    )
-
-
 async def _close(app: web.Application) -> None:
     ui = app[_UI]
     if ui.watcher is not None:
         await ui.watcher.close()
-    if ui.warming is not None:
-        with contextlib.suppress(Exception):
-            await ui.warming  # a thread cannot be cancelled; it ends with its last row
 
 
 def mount(
@@ -190,10 +176,9 @@ def mount(
 
     ``peers`` and ``status`` are the providers of ``/api/peers`` and ``/api/status``:
     the network page shows what they report. ``rows`` is the row cache the pages share
-    (with ``/api/datasets``; default: a new one), filled in the background at start.
+    (with ``/api/datasets``; default: a new one).
     """
     app[_UI] = WebUi(peers, status, rows or RowCache())
-    app.on_startup.append(_warm)
     app.on_shutdown.append(_close)
     return (
         Route("GET", "/", to_ui),

@@ -15,6 +15,7 @@ from node.web.html import ago, dataset_href, esc, human_size, short_hash, table
 from node.web.lineage import lineage_svg
 from node.web.rows import DatasetRow
 from node.web.views import PAGE_ROWS, DatasetDetail
+from p2p.attestation import Attestation
 
 __all__ = [
     "LIST_LIMIT",
@@ -105,6 +106,19 @@ def _facts(row: DatasetRow, now: _dt.datetime) -> str:
     return "<dl class=facts>" + "".join(f"<dt>{k}</dt><dd>{v}</dd>" for k, v in items) + "</dl>"
 
 
+def _attestation_row(a: Attestation) -> str:
+    """One attestation: validator and block shortened, whole in their ``title``."""
+    validator, block = a.validator.to_did_key(), a.block_hash.to_multibase()
+    return (
+        f'<tr class="verdict-{esc(a.verdict.value)}">'
+        f'<td><code title="{esc(validator)}">{esc(short_hash(validator, 16))}</code></td>'
+        f"<td>{a.sequence_number}</td>"
+        f'<td><code title="{esc(block)}">{esc(short_hash(block))}</code></td>'
+        f"<td>{esc(a.verdict.value)}</td><td>{esc(a.detail)}</td>"
+        f"<td>{esc(a.system_time.to_rfc3339())}</td></tr>"
+    )
+
+
 def _trust(detail: DatasetDetail) -> str:
     signed = detail.signed_head
     head = detail.row.head
@@ -121,14 +135,7 @@ def _trust(detail: DatasetDetail) -> str:
     if status is None or not status.attestations:
         atts = "<p>No attestations: no validator has reported on this chain.</p>"
     else:
-        rows = (
-            f'<tr class="verdict-{esc(a.verdict.value)}"><td><code>'
-            f"{esc(short_hash(a.validator.to_did_key(), 16))}</code></td>"
-            f"<td>{a.sequence_number}</td><td><code>{esc(short_hash(a.block_hash.to_multibase()))}"
-            f"</code></td><td>{esc(a.verdict.value)}</td><td>{esc(a.detail)}</td>"
-            f"<td>{esc(a.system_time.to_rfc3339())}</td></tr>"
-            for a in status.attestations
-        )
+        rows = (_attestation_row(a) for a in status.attestations)
         headers = ("Validator", "Block", "Hash", "Verdict", "Detail", "Checked")
         atts = table(headers, rows)
         if status.disputed:

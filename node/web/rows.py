@@ -13,7 +13,9 @@ kept per dataset while its held-record file holds the same bytes.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
+import json
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -135,7 +137,7 @@ class RowCache:
 
     def __init__(self) -> None:
         self._rows: dict[DatasetId, tuple[str, DatasetRow]] = {}
-        self._lock = threading.RLock()  # `rows` holds it around `row`
+        self._lock = threading.Lock()
 
     def rows(
         self, ws: Workspace, query: str = "", limit: int | None = None
@@ -147,24 +149,29 @@ class RowCache:
         entries = sorted(ws.list(), key=lambda e: e.alias)
         matching = [e for e in entries if needle in e.alias.lower()]
         shown = matching if limit is None else matching[:limit]
+        live = {e.id for e in entries}
         with self._lock:
-            live = {e.id for e in entries}
             for gone in [d for d in self._rows if d not in live]:
                 del self._rows[gone]
-            return [self.row(ws, e) for e in shown], len(matching)
+        return [self.row(ws, e) for e in shown], len(matching)
 
     def row(self, ws: Workspace, entry: DatasetEntry) -> DatasetRow:
-        """The row of ``entry``, from the cache when its head has not moved."""
+        """The row of ``entry``, from the cache when its head has not moved.
+
+        Rows are read outside the lock (a view and the start-up fill read side by
+        side); a row stored under a head that has moved since is read again next time.
+        """
         head = _head_text(entry)
         with self._lock:
             cached = self._rows.get(entry.id)
-            fresh = cached is not None and cached[0] == head and cached[1].alias == entry.alias
-            if head is not None and cached is not None and fresh:
-                return cached[1]
-            row = dataset_row(ws, entry)
-            if head is not None and not row.error:
+        fresh = cached is not None and cached[0] == head and cached[1].alias == entry.alias
+        if head is not None and cached is not None and fresh:
+            return cached[1]
+        row = dataset_row(ws, entry)
+        if head is not None and not row.error:
+            with self._lock:
                 self._rows[entry.id] = (head, row)
-            return row
+        return row
 
 
 class SignedHeads:
@@ -191,10 +198,10 @@ class SignedHeads:
             cached = self._held.get(did)
             if cached is not None and cached[0] == data:
                 return cached[1]
-        try:
-            record: dict[str, Any] | None = HeadRecord.from_json(data).to_dict()
-        except (P2PError, FbsError):
-            record = None
+        record: dict[str, Any] | None = None
+        with contextlib.suppress(P2PError, FbsError):
+            HeadRecord.from_json(data)  # canonical, and its signature verifies
+            record = json.loads(data)  # its canonical JSON is `HeadRecord.to_dict`'s
         with self._lock:
             self._held[did] = (data, record)
         return record

@@ -57,9 +57,16 @@ SCREENSHOTS = REPO / "docs" / "screenshots"
 WAIT_S = 30.0
 
 
-def odf(ws: Path, *args: str, stdin: bytes | None = None) -> str:
+def odf(
+    ws: Path, *args: str, stdin: bytes | None = None, env: Mapping[str, str] | None = None
+) -> str:
+    """``odf ARGS`` in workspace ``ws`` (``env`` on top of this process's); its stdout."""
     done = subprocess.run(
-        [sys.executable, "-m", "node.cli", *args], cwd=ws, capture_output=True, input=stdin
+        [sys.executable, "-m", "node.cli", *args],
+        cwd=ws,
+        capture_output=True,
+        input=stdin,
+        env={**os.environ, **env} if env else None,
     )
     assert done.returncode == 0, done.stderr.decode(errors="replace")
     return done.stdout.decode()
