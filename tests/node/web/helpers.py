@@ -72,12 +72,14 @@ def odf(
     return done.stdout.decode()
 
 
-def wait_until(cond: Callable[[], bool], what: str, timeout: float = WAIT_S) -> None:
+def wait_until(
+    cond: Callable[[], bool], what: str, timeout: float = WAIT_S, pause: float = 0.02
+) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if cond():
             return
-        time.sleep(0.02)
+        time.sleep(pause)
     raise AssertionError(f"timed out waiting for {what}")
 
 

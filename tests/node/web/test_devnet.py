@@ -96,7 +96,8 @@ def devnet(
         odf(roots[0], "ingest", ROOT, str(EXAMPLES / "city-populations.csv"), env=env)
         odf(roots[0], "pull", WINDOWED, env=env)
         net = Devnet(pub, (v1, v2), env)
-        wait_until(lambda: settled(net), "replication and both validators' attestations", SETTLE_S)
+        what = "replication and both validators' attestations"
+        wait_until(lambda: settled(net), what, SETTLE_S, pause=2.0)
         yield net
 
 
