@@ -28,8 +28,9 @@ __all__ = [
     "result_table",
 ]
 
-#: Rows of the list page before "show all" (a node may hold thousands of datasets).
-LIST_LIMIT: Final = 200
+#: Rows of the list page before "show all" or a search (a node may hold thousands of
+#: datasets; a hundred fill several screens and keep the first render short).
+LIST_LIMIT: Final = 100
 LIST_HEADERS = ("Dataset", "Kind", "Head", "Blocks", "Records", "Size", "Watermark", "Updated")
 
 
@@ -143,7 +144,7 @@ def _trust(detail: DatasetDetail) -> str:
                 '<p class="error">Disputed: a validator found a block that does not '
                 "reproduce from its inputs.</p>" + atts
             )
-    return f"<h2>Signed head and attestations</h2>{sig}{atts}"
+    return f'<section id="trust"><h2>Signed head and attestations</h2>{sig}{atts}</section>'
 
 
 def _events(detail: DatasetDetail, now: _dt.datetime) -> str:

@@ -1,6 +1,7 @@
-"""What the pages show, read from the workspace (blocking: handlers run these in a thread).
+"""What the dataset page shows, read from the workspace (blocking: handlers run these in
+a thread); the list's rows are `node.web.rows`'.
 
-Each function returns plain frozen values; the rendering lives in `node.web.pages`.
+Each function returns plain frozen values; the rendering lives in `node.web.render`.
 A dataset whose chain cannot be read is shown with the error instead of its facts: one
 damaged dataset must not take the list page down.
 """

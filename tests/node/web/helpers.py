@@ -273,11 +273,12 @@ def requests_made(driver: Any) -> list[tuple[str, str]]:
     return [(m, u) for m, u, _h in requests_sent(driver)]
 
 
-def screenshot(driver: Any, name: str, tmp: Path) -> Path:
-    """Save the page; into `SCREENSHOTS` when ``ODF_WEB_SCREENSHOTS=1``."""
+def screenshot(driver: Any, name: str, tmp: Path, element: Any = None) -> Path:
+    """Save the page (or only ``element``); into `SCREENSHOTS` when ``ODF_WEB_SCREENSHOTS=1``."""
     folder = SCREENSHOTS if os.environ.get("ODF_WEB_SCREENSHOTS") == "1" else tmp
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"{name}.png"
-    assert driver.save_screenshot(str(path))
+    saved = driver.save_screenshot(str(path)) if element is None else element.screenshot(str(path))
+    assert saved
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     return path

@@ -203,7 +203,6 @@ def test_attestation_status_is_what_the_cli_lists(
             assert {r[3] for r in rows} == {"reproduced"}
             validators |= {r[0] for r in rows}
             if node is devnet.publisher and alias == WINDOWED:
-                trust = browser.find_element(By.XPATH, '//h2[starts-with(., "Signed head")]')
-                browser.execute_script("arguments[0].scrollIntoView();", trust)
-                screenshot(browser, "attestations", shots)
+                trust = browser.find_element(By.ID, "trust")
+                screenshot(browser, "attestations", shots, trust)
     assert len(validators) == 2
