@@ -158,20 +158,20 @@ class RowCache:
     def row(self, ws: Workspace, entry: DatasetEntry) -> DatasetRow:
         """The row of ``entry``, from the cache when its head has not moved.
 
-        Rows are read outside the lock (a view and the start-up fill read side by
-        side); a row stored under a head that has moved since is read again next time.
+        One row is read at a time (the lock is held per row, never across a list): a
+        view that comes while the start-up fill runs takes the rows it already read and
+        reads the others itself, each row once.
         """
         head = _head_text(entry)
         with self._lock:
             cached = self._rows.get(entry.id)
-        fresh = cached is not None and cached[0] == head and cached[1].alias == entry.alias
-        if head is not None and cached is not None and fresh:
-            return cached[1]
-        row = dataset_row(ws, entry)
-        if head is not None and not row.error:
-            with self._lock:
+            fresh = cached is not None and cached[0] == head and cached[1].alias == entry.alias
+            if head is not None and cached is not None and fresh:
+                return cached[1]
+            row = dataset_row(ws, entry)
+            if head is not None and not row.error:
                 self._rows[entry.id] = (head, row)
-        return row
+            return row
 
 
 class SignedHeads:
@@ -194,17 +194,16 @@ class SignedHeads:
             data = None
         if data is None:
             return None
-        with self._lock:
+        with self._lock:  # one parse per record, whoever asks first
             cached = self._held.get(did)
             if cached is not None and cached[0] == data:
                 return cached[1]
-        record: dict[str, Any] | None = None
-        with contextlib.suppress(P2PError, FbsError):
-            HeadRecord.from_json(data)  # canonical, and its signature verifies
-            record = json.loads(data)  # its canonical JSON is `HeadRecord.to_dict`'s
-        with self._lock:
+            record: dict[str, Any] | None = None
+            with contextlib.suppress(P2PError, FbsError):
+                HeadRecord.from_json(data)  # canonical, and its signature verifies
+                record = json.loads(data)  # its canonical JSON is `HeadRecord.to_dict`'s
             self._held[did] = (data, record)
-        return record
+            return record
 
 
 def _api_row(row: DatasetRow, signed: Mapping[str, Any] | None) -> dict[str, Any]:

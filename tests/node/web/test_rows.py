@@ -67,3 +67,23 @@ def test_api_and_list_page_see_a_commit_by_another_writer(tmp_path: Path) -> Non
                 assert ds.head().to_multibase() in await r.text()
 
     asyncio.run(asyncio.wait_for(main(), 60))
+
+
+def test_a_row_read_by_one_thread_is_not_read_again_by_another(tmp_path: Path) -> None:
+    import threading
+
+    ws = new_workspace(tmp_path / "node")
+    for name in ("a", "b", "c", "d"):
+        make_dataset(ws, name, tmp_path / name, 1)
+    cache = RowCache()
+    seen: list[dict[str, object]] = []
+    threads = [
+        threading.Thread(target=lambda: seen.append({r.alias: r for r in cache.rows(ws)[0]}))
+        for _ in range(4)
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    # Every thread got the very same row values: each row was read once.
+    assert all(s["a"] is seen[0]["a"] and s["d"] is seen[0]["d"] for s in seen)
