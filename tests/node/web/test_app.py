@@ -159,15 +159,20 @@ def test_head_of_the_event_stream_returns_at_once(ws: Workspace) -> None:
 
 def test_watcher_polls_only_while_someone_listens(ws: Workspace) -> None:
     async def main() -> None:
-        watcher = HeadWatcher(ws, RowCache(), interval=0.01)
+        watcher = HeadWatcher(ws, RowCache(), interval=0.01, linger=0.2)
         first = watcher.listen()
         second = watcher.listen()
         assert first is not None and second is not None
         await asyncio.sleep(0.05)
         watcher.leave(first)
-        assert watcher._task is not None
         watcher.leave(second)
-        assert watcher._task is None
+        task = watcher._task
+        assert task is not None and not task.done()  # lingers a while for the next page
+        third = watcher.listen()  # which comes: the same watcher goes on
+        assert third is not None and watcher._task is task
+        watcher.leave(third)
+        await asyncio.wait_for(task, 30)  # then stops
+        assert watcher._seen is None
         await watcher.close()
 
     run(main())
