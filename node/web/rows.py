@@ -183,6 +183,12 @@ class SignedHeads:
         self._held: dict[str, tuple[bytes, dict[str, Any] | None]] = {}
         self._lock = threading.Lock()
 
+    def keep_only(self, dids: set[str]) -> None:
+        """Forget the records of datasets not in ``dids`` (gone from the workspace)."""
+        with self._lock:
+            for gone in [d for d in self._held if d not in dids]:
+                del self._held[gone]
+
     def get(self, did: str) -> dict[str, Any] | None:
         """The record held for ``did`` (``None``: none, or a file that does not verify)."""
         try:
@@ -224,6 +230,7 @@ def _api_row(row: DatasetRow, signed: Mapping[str, Any] | None) -> dict[str, Any
 def api_rows(ws: Workspace, cache: RowCache, signed: SignedHeads) -> list[dict[str, Any]]:
     """``GET /api/datasets``: every dataset by alias, its head, size, signed head."""
     rows, _total = cache.rows(ws)
+    signed.keep_only({r.did for r in rows})
     return [_api_row(r, signed.get(r.did)) for r in rows]
 
 
