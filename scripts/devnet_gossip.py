@@ -181,38 +181,63 @@ class GossipWorker:
     def __init__(self, slots: list[Slot], nursery: trio.Nursery) -> None:
         self.slots, self.nursery = slots, nursery
         self.links: dict[int, list[str]] = {}
+        self._pending: tuple[dict[str, Any], dict[int, list[Any]], int] = ({}, {}, 0)
 
     def slot(self, index: int) -> Slot:
         return next(s for s in self.slots if s.index == index)
 
-    async def phase(self, cmd: dict[str, Any]) -> dict[str, Any]:
-        """Run one mode: subscribe, dial, publish on schedule, churn; then report."""
+    async def prepare(self, cmd: dict[str, Any]) -> dict[str, Any]:
+        """Set one mode up: dial, subscribe, wait for pubsub on every connection.
+
+        Connections whose pubsub stream has not opened (py-libp2p opens it after
+        identify, which times out on a starved loop) carry no gossip: the wait is
+        bounded by ``ready_s`` and what is missing then is reported.
+        """
         from fbs.did import DatasetId
         from p2p.libp2p.shards import current_epoch
 
         mode, epoch = cmd["mode"], current_epoch(time.time())
         datasets = {int(i): DatasetId.from_did(d) for i, d in cmd["datasets"].items()}
         mine = {int(h): [datasets[d] for d in ds] for h, ds in cmd["interest"].items()}
-        for s in self.slots:
-            s.stats = HostStats(up=[[time.time(), 0.0]] if s.up else [])
         failed = [0]
         async with trio.open_nursery() as n:
             for h, addrs in cmd.get("dial", {}).items():
                 n.start_soon(dial, self.slot(int(h)), addrs, failed)
         for s in self.slots:
             await self._resubscribe(s, topics_of(s, mode, mine[s.index], epoch))
+        started = time.monotonic()
+        with trio.move_on_after(cmd["ready_s"]):
+            while self._pubsub_ready()[1] < self._pubsub_ready()[0]:
+                await trio.sleep(0.2)
+        self._pending = (cmd, mine, epoch)
+        conns, ready = self._pubsub_ready()
+        waited = time.monotonic() - started
+        return {"conns": conns, "pubsub": ready, "failed_dials": failed[0], "waited": waited}
+
+    def _pubsub_ready(self) -> tuple[int, int]:
+        """Connections of the running hosts, and those with a pubsub stream."""
+        up = [s.stack for s in self.slots if s.up]
+        conns = sum(len(st.host.get_connected_peers()) for st in up)
+        return conns, sum(len(st.pubsub.peers) for st in up)
+
+    async def run(self, start_at: float) -> dict[str, Any]:
+        """Run the prepared mode from ``start_at``: publishes and churn; then report."""
+        cmd, mine, epoch = self._pending
+        mode = cmd["mode"]
+        for s in self.slots:
+            s.stats = HostStats(up=[[time.time(), 0.0]] if s.up else [])
         async with trio.open_nursery() as n:
-            for event in cmd["publish"]:
-                n.start_soon(self._publish, mode, event)
-            for event in cmd["churn"]:
-                n.start_soon(self._churn, mode, event, mine, epoch)
-        await trio.sleep(max(0.0, cmd["end_at"] - time.time()))
+            for at, *event in cmd["publish"]:
+                n.start_soon(self._publish, mode, [start_at + at, *event])
+            for down, up, host in cmd["churn"]:
+                n.start_soon(self._churn, mode, [start_at + down, start_at + up, host], mine, epoch)
+        await trio.sleep(max(0.0, start_at + cmd["end_s"] - time.time()))
         out = {}
         for s in self.slots:
             if s.stats.up and s.stats.up[-1][1] == 0.0:
                 s.stats.up[-1][1] = time.time()
             out[str(s.index)] = s.stats.to_dict()
-        return {"hosts": out, "failed_dials": failed[0]}
+        return {"hosts": out}
 
     async def _resubscribe(self, slot: Slot, topics: set[str]) -> None:
         """Join ``topics`` and leave the others: a topic left and joined again within
@@ -314,12 +339,12 @@ def worker_command(
     mode: str,
     first: int,
     count: int,
-    start_at: float,
     settle_s: float,
     addrs: list[str],
     seq_base: int,
+    ready_s: float,
 ) -> dict[str, Any]:
-    """The ``gossip`` command of the worker holding hosts first..first+count-1."""
+    """The ``gossip-prepare`` command of the worker holding hosts first..first+count-1."""
     mine = range(first, first + count)
     interest = {
         h: sorted(set(plan.follows[h]) | {d for d, p in plan.publisher.items() if p == h})
@@ -328,20 +353,21 @@ def worker_command(
     publish = []
     for i, (offset, d) in enumerate(plan.events):
         if plan.publisher[d] in mine:
-            publish.append([start_at + offset, plan.publisher[d], d, plan.seeds[d], seq_base + i])
-    churn = [[start_at + a, start_at + b, h] for a, b, h in plan.churn if h in mine]
+            publish.append([offset, plan.publisher[d], d, plan.seeds[d], seq_base + i])
+    churn = [[a, b, h] for a, b, h in plan.churn if h in mine]
     dial = {}
     if mode == "shards+dial":
         dial = {h: sorted({addrs[plan.publisher[d]] for d in plan.follows[h]}) for h in mine}
     return {
-        "cmd": "gossip",
+        "cmd": "gossip-prepare",
         "mode": mode,
         "datasets": plan.datasets,
         "interest": interest,
         "publish": publish,
         "churn": churn,
         "dial": dial,
-        "end_at": start_at + plan.duration_s + settle_s,
+        "end_s": plan.duration_s + settle_s,
+        "ready_s": ready_s,
     }
 
 
@@ -350,7 +376,9 @@ def _up_since(up: list[list[float]], t: float) -> bool:
     return bool(up) and up[-1][0] <= t
 
 
-def report_phase(plan: PhasePlan, mode: str, replies: list[dict[str, Any]]) -> dict[str, Any]:
+def report_phase(
+    plan: PhasePlan, mode: str, ready: list[dict[str, Any]], replies: list[dict[str, Any]]
+) -> dict[str, Any]:
     """Delivery ratio to followers, latency, repeats, messages per host."""
     hosts = {int(h): st for r in replies for h, st in r["hosts"].items()}
     followers: dict[int, list[int]] = {}
@@ -389,7 +417,10 @@ def report_phase(plan: PhasePlan, mode: str, replies: list[dict[str, Any]]) -> d
         "router_in_mean": statistics.mean(router_in),
         "router_in_max": max(router_in),
         "non_followed_deliveries": extra,
-        "failed_dials": sum(r["failed_dials"] for r in replies),
+        "failed_dials": sum(r["failed_dials"] for r in ready),
+        "connections": sum(r["conns"] for r in ready),
+        "pubsub_peers": sum(r["pubsub"] for r in ready),
+        "ready_wait_s": max(r["waited"] for r in ready),
     }
 
 
@@ -403,12 +434,13 @@ def _pct(values: list[float], q: float) -> float:
 def print_report(rows: list[dict[str, Any]]) -> None:
     print(
         "mode         published  delivered/expected  ratio   p50 s  p95 s  "
-        "repeats/msg  recv/host mean max  non-followed"
+        "repeats/msg  recv/host mean max  non-followed  conns pubsub"
     )
     for r in rows:
         print(
             f"{r['mode']:<12} {r['published']:>9}  {r['delivered']:>8}/{r['expected']:<9} "
             f"{r['ratio']:>6.3f}  {r['p50']:>5.2f}  {r['p95']:>5.2f}  "
             f"{r['repeats_per_message']:>11.2f}  {r['router_in_mean']:>9.0f} "
-            f"{r['router_in_max']:>4}  {r['non_followed_deliveries']:>12}"
+            f"{r['router_in_max']:>4}  {r['non_followed_deliveries']:>12}  "
+            f"{r['connections']:>5} {r['pubsub_peers']:>6}"
         )
