@@ -286,7 +286,10 @@ class GossipWorker:
         await trio.sleep(max(0.0, up_at - time.time()))
         await self.nursery.start(slot.run)
         slot.stats.up.append([time.time(), 0.0])
-        await dial(slot, self.links.get(host, []), [0])
+        # As the daemon would: its bootstrap peers, and the providers of what it follows
+        # (the DHT's answer); the peers that had dialled it do not redial it.
+        providers = self._pending[0].get("dial", {}).get(str(host), [])
+        await dial(slot, self.links.get(host, []) + providers, [0])
         await self._resubscribe(slot, topics_of(slot, mode, mine[host], epoch))
 
 
