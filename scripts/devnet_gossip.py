@@ -46,6 +46,7 @@ class HostStats:
     delivered: dict[str, float] = field(default_factory=dict)  # message key -> time
     router_in: int = 0
     router_repeats: int = 0
+    rate_dropped: int = 0  # over py-libp2p's per-forwarder per-topic limit
     published: list[list[Any]] = field(default_factory=list)  # [key, dataset, time]
     skipped: int = 0
     up: list[list[float]] = field(default_factory=list)  # [from, to] wall times
@@ -55,6 +56,7 @@ class HostStats:
             "delivered": self.delivered,
             "router_in": self.router_in,
             "router_repeats": self.router_repeats,
+            "rate_dropped": self.rate_dropped,
             "published": self.published,
             "skipped": self.skipped,
             "up": self.up,
@@ -115,6 +117,15 @@ def _count_router(slot: Slot) -> None:
         await original(forwarder, msg)
 
     pubsub.push_msg = counted
+    router = slot.stack.gossipsub
+    check = router._check_spam_protection
+
+    def rate_checked(peer: Any, msg: Any) -> bool:
+        ok = bool(check(peer, msg))
+        slot.stats.rate_dropped += not ok
+        return ok
+
+    router._check_spam_protection = rate_checked
 
 
 def _validator(topic: str) -> Callable[[Any, Any], bool]:
@@ -226,18 +237,20 @@ class GossipWorker:
         mode = cmd["mode"]
         for s in self.slots:
             s.stats = HostStats(up=[[time.time(), 0.0]] if s.up else [])
+        cpu = time.process_time()
         async with trio.open_nursery() as n:
             for at, *event in cmd["publish"]:
                 n.start_soon(self._publish, mode, [start_at + at, *event])
             for down, up, host in cmd["churn"]:
                 n.start_soon(self._churn, mode, [start_at + down, start_at + up, host], mine, epoch)
         await trio.sleep(max(0.0, start_at + cmd["end_s"] - time.time()))
+        cpu = time.process_time() - cpu
         out = {}
         for s in self.slots:
             if s.stats.up and s.stats.up[-1][1] == 0.0:
                 s.stats.up[-1][1] = time.time()
             out[str(s.index)] = s.stats.to_dict()
-        return {"hosts": out}
+        return {"hosts": out, "cpu_s": cpu}
 
     async def _resubscribe(self, slot: Slot, topics: set[str]) -> None:
         """Join ``topics`` and leave the others: a topic left and joined again within
@@ -420,6 +433,8 @@ def report_phase(
         "router_in_mean": statistics.mean(router_in),
         "router_in_max": max(router_in),
         "non_followed_deliveries": extra,
+        "rate_dropped": sum(st["rate_dropped"] for st in hosts.values()),
+        "cpu_s": sum(r["cpu_s"] for r in replies),
         "failed_dials": sum(r["failed_dials"] for r in ready),
         "connections": sum(r["conns"] for r in ready),
         "pubsub_peers": sum(r["pubsub"] for r in ready),
@@ -437,7 +452,7 @@ def _pct(values: list[float], q: float) -> float:
 def print_report(rows: list[dict[str, Any]]) -> None:
     print(
         "mode         published  delivered/expected  ratio   p50 s  p95 s  "
-        "repeats/msg  recv/host mean max  non-followed  conns pubsub"
+        "repeats/msg  recv/host mean max  non-followed  rate-dropped  conns pubsub"
     )
     for r in rows:
         print(
@@ -445,5 +460,6 @@ def print_report(rows: list[dict[str, Any]]) -> None:
             f"{r['ratio']:>6.3f}  {r['p50']:>5.2f}  {r['p95']:>5.2f}  "
             f"{r['repeats_per_message']:>11.2f}  {r['router_in_mean']:>9.0f} "
             f"{r['router_in_max']:>4}  {r['non_followed_deliveries']:>12}  "
+            f"{r['rate_dropped']:>12}  {r['cpu_s']:>5.1f}  "
             f"{r['connections']:>5} {r['pubsub_peers']:>6}"
         )
