@@ -3,8 +3,10 @@
 Stack: TCP, noise, yamux (py-libp2p defaults; mplex is 4-5x slower), identify, and
 gossipsub v1.1 (``/meshsub/1.1.0`` with ``/meshsub/1.0.0`` fallback, the standard ids,
 so go/js/rust peers interoperate) behind `GuardedPubsub` (StrictSign on, as js-libp2p's
-default), and optionally odf's Kademlia DHT (`p2p.dht.node.DhtNode`, ``/odf/kad/1.0.0``).
-Everything here runs in the host's trio thread.
+default; message ids by `p2p.libp2p.shards.gossip_message_id`), every gossipsub
+parameter taken from `p2p.libp2p.settings.GossipSettings`, and optionally odf's
+Kademlia DHT (`p2p.dht.node.DhtNode`, ``/odf/kad/1.0.0``). Everything here runs in the
+host's trio thread.
 
 `Libp2pStack.run` runs the services until its block ends; a run that fails skips
 py-libp2p's own close, so `Libp2pStack.close_after_failure` closes every connection the
