@@ -3,11 +3,16 @@
 Worker side (`GossipWorker`, trio, one per worker process): hosts that can be stopped
 and restarted on the same port (churn), subscriptions per mode, a schedule of
 publishes run at wall-clock times, and counters (`HostStats`): deliveries per message
-with their time, and every gossip message the router received with the repeats it had
-seen already. Coordinator side (`plan_phase`, `report_phase`): a seeded plan (datasets,
-publishers, followers, publishes at a fixed network-wide rate, churn) and the figures.
+with their time, every gossip message the router received with the repeats it had seen
+already, the messages py-libp2p's per-forwarder limit dropped; and the worker's CPU
+time per mode. A mode is prepared first (dials, subscriptions, then a bounded wait for
+a pubsub stream on every connection) and runs from a start time the coordinator sets
+once every worker is ready. Coordinator side (`plan_phase`, `report_phase`): a seeded
+plan (datasets, publishers, followers, publishes at a fixed network-wide rate, churn)
+and the figures.
 
-Modes, run one after another on the same hosts and plan:
+Modes, run one after another on the same hosts and plan (a mode's backlog on a
+starved machine spills into the next one's CPU time):
 
 * ``single``: every host on the single head topic (``/odf/heads/1.0.0``) only;
 * ``shards``: every host on the shards of the datasets it publishes or follows plus
