@@ -25,7 +25,14 @@ from p2p.errors import InvalidHeadRecord
 from p2p.head_record import MAX_HEAD_RECORD_BYTES, HeadRecord, sign_head
 from p2p.libp2p.gossip import HEADS_TOPIC, HeadGossip, SignedGossip
 from p2p.libp2p.host import GossipMessage, P2PHost
-from p2p.libp2p.shards import backbone_shards, current_epoch, shard_of, topic_for
+from p2p.libp2p.shards import (
+    SHARD_COUNT,
+    backbone_shards,
+    current_epoch,
+    shard_of,
+    shard_topic,
+    topic_for,
+)
 from tests.p2p.sync_helpers import wait_for
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(90)]
@@ -196,3 +203,14 @@ async def test_bad_shard_messages_are_dropped_and_new_peers_still_connect() -> N
             await wait_for(lambda: knows(newcomer, victim, x.dataset_id), "the shard")
             await newcomer.announce(record(x, 1))
             await wait_for(lambda: victim.heads_of(x) == [1], "the victim to get X's head")
+
+
+async def test_following_all_joins_every_shard_and_unfollowing_leaves_them() -> None:
+    async with nodes("both") as (node,):
+        backbone = {shard_topic(s) for s in node.gossip.shards.backbone()}
+        assert node.gossip.shards.joined == backbone
+        await node.gossip.follow([], every_shard=True)
+        assert len(node.gossip.shards.joined) == SHARD_COUNT
+        assert node.host.topics == node.gossip.topics == node.gossip.shards.joined | {HEADS_TOPIC}
+        await node.gossip.follow([])
+        assert node.host.topics == backbone | {HEADS_TOPIC}
