@@ -4,7 +4,7 @@ Who receives what: a follower of dataset X gets X's heads over X's shard topic; 
 in neither X's shard nor a backbone shard holding it gets none; a node speaking only
 the single head topic and a node with shards understand each other both ways; a
 malformed or misplaced message on a shard topic is dropped and a new peer can still
-connect afterwards.
+connect afterwards; following ``all`` joins every shard, and unfollowing leaves them.
 """
 
 from __future__ import annotations
