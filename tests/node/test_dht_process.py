@@ -4,7 +4,8 @@ Five nodes in a line (each bootstrapped only to the one before it), then a sixth
 bootstrapped only to the second. The first owns a dataset; the nodes between hold
 nothing. The last of the line, connected to no holder, runs ``odf node follow DID`` and
 gets it, verified; then the sixth, connected only to a node without the dataset, pulls
-it by DID (``odf pull did:odf:...`` through its running node) and verifies it.
+it by DID (``odf pull did:odf:...`` through its running node) and verifies it; then a
+validator connected only to a node without it follows the DID, replicates and attests it.
 Every wait polls a condition; every process is stopped at the end.
 """
 
@@ -66,8 +67,8 @@ def nodes() -> Iterator[list[Node]]:
                     n.kill()
 
 
-def start(started: list[Node], root: Path, cfg: Path, bootstrap: Node | None) -> Node:
-    args = ["--config", str(cfg)]
+def start(started: list[Node], root: Path, cfg: Path, bootstrap: Node | None, *extra: str) -> Node:
+    args = ["--config", str(cfg), *extra]
     if bootstrap is not None:
         assert bootstrap.info is not None
         args += ["--bootstrap", bootstrap.info.addrs[0]]
@@ -82,7 +83,7 @@ def verified(root: Path, did: DatasetId) -> None:
 
 
 def test_a_dataset_is_found_by_did_across_a_line_of_nodes(tmp_path: Path) -> None:
-    roots = [tmp_path / f"n{i}" for i in range(6)]
+    roots = [tmp_path / f"n{i}" for i in range(7)]
     workspaces = [new_workspace(root) for root in roots]
     owner = make_dataset(workspaces[0], "line", tmp_path / "slices", slices=3)
     state = owner.state()
@@ -133,6 +134,25 @@ def test_a_dataset_is_found_by_did_across_a_line_of_nodes(tmp_path: Path) -> Non
         assert r.returncode == 0, r.stdout + r.stderr
         assert head_of(aside.ws, did) == head
         verified(roots[5], did)
+
+        # A validator connected only to a node without the dataset finds it the same way
+        # and attests it.
+        assert line[2].info is not None
+        checker = start(
+            started, roots[6], cfg, line[2], "--validator", "--follow", did.to_did_odf()
+        )
+        wait_until(lambda: head_of(checker.ws, did) == head, "the validated dataset", WAIT_S)
+        validator = checker.status()["validator"]["validator"]
+
+        def attested() -> bool:
+            r = odf(roots[6], "attestations", did.to_did_odf(), "-o", "json")
+            return r.returncode == 0 and any(
+                a["validator"] == validator for a in json.loads(r.stdout)["attestations"]
+            )
+
+        wait_until(attested, "the validator's attestation", WAIT_S)
+        assert dht(checker)["lookupsFound"] >= 1  # found through the DHT
+        verified(roots[6], did)
 
         for n in reversed(started):
             assert n.terminate() == 0, n.log()
