@@ -549,7 +549,10 @@ class PullScheduler:
             best = known.record
         if self.routing is not None and not any(r is not None for r in records):
             # No connected peer has it: find its providers in the DHT and ask them.
-            found = await self.routing.find(did)
+            try:
+                found = await self.routing.find(did)
+            except P2PError:
+                found = Found(did, None, False, (), ())  # the host is restarting
             fresh = [p for p in found.connected if p not in peers]
             peers += fresh
             records += await asyncio.gather(*(self._probe(p, did) for p in fresh))

@@ -53,6 +53,8 @@ MAX_DIALS: Final = 8
 MAX_ADDRS_PER_PROVIDER: Final = 4
 #: Datasets whose last providers are kept for the status.
 MAX_FOUND: Final = 1000
+#: Lookups shown in the status (the most recent).
+SHOWN_FOUND: Final = 20
 #: Lookups run at once by the finder loop.
 LOOKUPS_AT_ONCE: Final = 4
 
@@ -374,5 +376,5 @@ class ContentRouting:
             "lookupsFound": c.found,
             "lookupsFailed": c.failed,
             "wanted": sorted(d.to_did_odf() for d in self._wanted),
-            "providersFound": [f.to_dict() for f in self._found.values()],
+            "providersFound": [f.to_dict() for f in list(self._found.values())[-SHOWN_FOUND:]],
         }
