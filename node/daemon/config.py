@@ -34,12 +34,15 @@ Content routing (``dht``, on by default; ``odf node run --no-dht`` turns it off)
 node joins odf's private Kademlia swarm (`p2p.dht`), announces itself as a provider of
 every dataset it holds, stores their signed head records, and finds the holders of a
 followed or pulled dataset that no connected peer holds (`node.daemon.routing`). On by
-default because its cost, measured on a 2-core machine, is small next to the daemon's
-own: an idle daemon with the DHT on uses about as much CPU as one without it (the
-routing table is refreshed every 10 minutes, a followed dataset nobody connected holds
-is looked up every ``dht_lookup_interval_s``), a few MiB more memory, and one lookup in
-a small swarm takes well under a second; without it a node reaches only the datasets
-its own peers hold. Turn it off for a node that should talk to its bootstrap peers only.
+default because what it costs, measured on this project's 2-core machine
+(`scripts/bench/dht_daemon.py`, five idle daemons in a line, load 10-16), is within the
+noise of the daemon's own cost: 0.20 / 0.21 CPU-s per minute per node with it against
+0.19 / 0.21 without, the same resident memory (159 MiB), while the last node of the line
+had a dataset followed by DID in 1.5-1.7 s. Its routing table is also refreshed every
+10 minutes: about 2 CPU-s per refresh per host at 100 hosts (`scripts/devnet-scale`),
+i.e. some 0.2 CPU-s per minute more at that size, and less in smaller swarms. Without
+it a node reaches only the datasets its own peers hold. Turn it off for a node that
+should talk to its bootstrap peers only.
 
 Every state-changing HTTP request needs ``Authorization: Bearer <token>``: the token is
 created at the first ``odf node run`` in ``.odf/p2p/http-token`` (mode 0600); see
