@@ -4,7 +4,9 @@
   `ContentRouting.publish`: the node becomes a provider of the dataset (re-provided on
   `p2p.dht.node.DhtNode`'s schedule) and stores the signed head record at the closest
   peers. One task publishes the newest record per dataset, each record once; a restart
-  of the libp2p host (a new DHT) publishes every record again.
+  of the libp2p host (a new DHT) publishes every record again. A dataset deleted from
+  the workspace is no longer provided (checked every ``dht_lookup_interval_s``); its
+  records expire at the storing peers.
 * Finding: `ContentRouting.find` asks the DHT for the dataset's newest signed head record
   (a quorum of the closest peers, never the local store) and its providers, dials the
   providers and returns those now connected. The pull scheduler calls it when no
@@ -292,9 +294,13 @@ class ContentRouting:
         return [p for p in got if p is not None]
 
     async def _finder(self) -> None:
+        checked = time.monotonic()
         while True:
             await self._refresh()
             self._requeue_due()
+            if time.monotonic() - checked >= self._interval_s:
+                checked = time.monotonic()
+                await self._drop_deleted()
             now = time.monotonic()
             due = [d for d, w in self._wanted.items() if w.next_at <= now]
             for did in due:
@@ -322,6 +328,24 @@ class ContentRouting:
             return
         wanted.next_at = time.monotonic() + wanted.delay_s
         wanted.delay_s = min(self._interval_s, wanted.delay_s * 2)
+
+    async def _drop_deleted(self) -> None:
+        """Stop providing datasets no longer in the workspace (their records expire)."""
+        datasets = self.ws.datasets_dir
+
+        def gone(dids: list[DatasetId]) -> list[DatasetId]:
+            return [d for d in dids if not (datasets / d.as_multibase()).is_dir()]
+
+        for did in await asyncio.to_thread(gone, [*self._published, *self._retry]):
+            self._published.pop(did, None)
+            self._retry.pop(did, None)
+
+            async def stop(did: DatasetId = did) -> None:
+                self.host.dht.stop_providing(did)
+
+            with contextlib.suppress(P2PError):
+                await self.host.run_trio(stop)
+            event(logging.INFO, "no longer provided", dataset=did.to_did_odf())
 
     async def _refresh(self) -> None:
         """Read the routing table; after a host restart, publish every record again."""

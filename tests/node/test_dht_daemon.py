@@ -65,3 +65,18 @@ async def test_a_node_without_the_dht_reports_it_off(tmp_path: Path) -> None:
         assert a.routing is None
         assert a.status_info()["dht"] == {"enabled": False}
         assert all("inRoutingTable" in p and not p["inRoutingTable"] for p in a.peers_info())
+
+
+async def test_a_deleted_dataset_is_no_longer_provided(tmp_path: Path) -> None:
+    wa, wb = new_workspace(tmp_path / "a"), new_workspace(tmp_path / "b")
+    ds = make_dataset(wa, "gone", tmp_path / "slices", slices=1)
+    state = ds.state()
+    assert state is not None
+    fast = dataclasses.replace(CFG, dht_lookup_interval_s=0.5)
+    async with contextlib.AsyncExitStack() as stack:
+        a = await stack.enter_async_context(running(wa, fast))
+        b_cfg = dataclasses.replace(CFG, bootstrap=(a.host.addrs[0],))
+        await stack.enter_async_context(running(wb, b_cfg))
+        await wait_for(lambda: a.status_info()["dht"]["provided"] == 1, "the provide")
+        wa.delete(state.dataset_id)
+        await wait_for(lambda: a.status_info()["dht"]["provided"] == 0, "the provide to stop")
