@@ -303,15 +303,19 @@ class ContentRouting:
                 await self._drop_deleted()
             now = time.monotonic()
             due = [d for d, w in self._wanted.items() if w.next_at <= now]
-            for did in due:
-                if not self._is_wanted(did):
-                    del self._wanted[did]
-            due = [d for d in due if d in self._wanted][:LOOKUPS_AT_ONCE]
+            # `is_wanted` reads the workspace: in a thread, not on the loop.
+            keep = await asyncio.to_thread(self._still_wanted, due)
+            for did in set(due) - set(keep):
+                self._wanted.pop(did, None)
+            due = [d for d in keep if d in self._wanted][:LOOKUPS_AT_ONCE]
             if due:
                 await asyncio.gather(*(self._look_up(d) for d in due))
             self._wake.clear()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), TICK_S)
+
+    def _still_wanted(self, dids: list[DatasetId]) -> list[DatasetId]:
+        return [d for d in dids if self._is_wanted(d)]
 
     async def _look_up(self, did: DatasetId) -> None:
         wanted = self._wanted[did]
