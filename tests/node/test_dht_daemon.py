@@ -1,4 +1,4 @@
-"""Content routing in daemons of this process: a host restart, a node with the DHT off.
+"""Content routing in daemons of this process: a restart, a false provider, deletes, DHT off.
 
 Real libp2p hosts on loopback (each in its own trio thread, as in ``odf node run``).
 """
@@ -10,9 +10,12 @@ import dataclasses
 from pathlib import Path
 
 import pytest
+import trio
 
 from fbs.did import DatasetId
 from node.daemon.config import NodeConfig
+from p2p.dht.settings import DhtSettings
+from p2p.libp2p.host import P2PHost
 from storage.errors import DatasetNotFound
 from storage.workspace import Workspace
 from tests.node.conftest import running
@@ -80,3 +83,34 @@ async def test_a_deleted_dataset_is_no_longer_provided(tmp_path: Path) -> None:
         await wait_for(lambda: a.status_info()["dht"]["provided"] == 1, "the provide")
         wa.delete(state.dataset_id)
         await wait_for(lambda: a.status_info()["dht"]["provided"] == 0, "the provide to stop")
+
+
+async def test_a_provider_that_does_not_serve_the_dataset_is_passed_by(tmp_path: Path) -> None:
+    wa, wb, wc = (new_workspace(tmp_path / n) for n in "abc")
+    ds = make_dataset(wa, "real", tmp_path / "slices", slices=2)
+    state = ds.state()
+    assert state is not None
+    did = state.dataset_id
+    async with contextlib.AsyncExitStack() as stack:
+        a = await stack.enter_async_context(running(wa, CFG))
+        b_cfg = dataclasses.replace(CFG, bootstrap=(a.host.addrs[0],))
+        b = await stack.enter_async_context(running(wb, b_cfg))
+        assert a.routing is not None
+        routing = a.routing
+        await wait_for(lambda: routing.counters.published >= 1, "the owner's provide")
+        # A host that announces itself as a holder but serves nothing.
+        liar = await stack.enter_async_context(P2PHost(dht=DhtSettings(lookup_timeout_s=10.0)))
+        await liar.connect(b.host.addrs[0])
+
+        async def claim() -> bool:
+            while liar.dht.routing_table_size < 1:
+                await trio.sleep(0.05)
+            return await liar.dht.provide(did)
+
+        assert await liar.run_trio(claim)
+        c_cfg = dataclasses.replace(CFG, bootstrap=(b.host.addrs[0],), follow=(did.to_did_odf(),))
+        c = await stack.enter_async_context(running(wc, c_cfg))
+        await wait_for(lambda: _held(wc, did), "the dataset from the honest provider")
+        assert all(r.ok for r in c.history)
+        found = {p for f in c.status_info()["dht"]["providersFound"] for p in f["providers"]}
+        assert {a.host.peer_id, liar.peer_id} <= found
