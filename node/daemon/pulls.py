@@ -40,6 +40,7 @@ from fbs.errors import FbsError, OdfError
 from node.daemon.config import NodeConfig
 from node.daemon.follow import FollowList
 from node.daemon.log import dataset_fields, event
+from node.remote.attestations import import_from_peers
 from node.remote.replica_names import replica_alias
 from node.worker_threads import WorkerThreads
 from p2p.errors import (
@@ -438,7 +439,7 @@ class PullScheduler:
             seq=record.sequence_number,
             sources=peers,
         )
-        return await pull_dataset(
+        result = await pull_dataset(
             self.ws,
             sources,
             dataset_id=record.dataset_id,
@@ -447,6 +448,8 @@ class PullScheduler:
             head_record=record,
             head_store=self.head_store,
         )
+        await import_from_peers(self.ws, sources)  # the attestations its sources hold
+        return result
 
     def _resume_candidates(self) -> set[DatasetId]:
         """Datasets worth asking peers about: followed, half-pulled, behind their record."""

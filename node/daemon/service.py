@@ -68,6 +68,7 @@ from p2p.errors import HostError
 from p2p.head_record import HeadRecord
 from p2p.head_store import HeadStore
 from p2p.libp2p.exchange import ExchangeClient, ExchangeServer
+from p2p.libp2p.exchange.attestations import AttestationServer
 from p2p.libp2p.gossip import HeadGossip
 from p2p.libp2p.host import GossipSettings, HostConfig, P2PHost
 from p2p.peers import PeerScores, ScoringPolicy
@@ -242,6 +243,7 @@ class NodeDaemon:
     async def _start(self) -> None:
         self.follows.load()
         self.server.register(self.host)
+        AttestationServer(self.attestations).register(self.host)
         await self.host.start()
         self.pulls.client = ExchangeClient(self.host)
         await self.gossip.start()

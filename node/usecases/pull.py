@@ -6,7 +6,7 @@ Each reference is classified (`classify`) and pulled by its kind (`pull_one`):
   URL (`node.usecases.fetch`), with the attestations the node holds for its blocks;
 - a peer address ``/ip4/H/tcp/P/p2p/PEER[/did:odf:...]``, or a dataset ID not in the
   workspace: a verified pull over libp2p (an unknown DID is resolved through the peers
-  of the running node);
+  of the running node), with the attestations those peers hold for its blocks;
 - a replica (a dataset whose key this workspace does not hold, or with a pull alias):
   updated from its pull alias and the running node's peers (`node.usecases.replica`),
   never by polling or transforming here (that would fork its history from the
@@ -282,7 +282,8 @@ def pull_one(
     """
     kind = target.kind
     if kind is PullKind.NETWORK:
-        return PullOutcome(target, synced=_pull_network(ws, target.ref, options, on_progress))
+        synced, brought = _pull_network(ws, target.ref, options, on_progress)
+        return PullOutcome(target, synced=synced, attestations=brought)
     if kind is PullKind.REPLICA:
         from node.usecases.replica import update_replica
 
@@ -319,8 +320,9 @@ def _fetch_options(target: PullTarget, options: PullOptions) -> FetchOptions:
 
 def _pull_network(
     ws: Workspace, ref: str, options: PullOptions, on_progress: OnProgress
-) -> PullResult:
-    """Pull ``ref`` (a peer address or a DID not in ``ws``) over libp2p, verified.
+) -> tuple[PullResult, int]:
+    """Pull ``ref`` (a peer address or a DID not in ``ws``) over libp2p, verified, with
+    the attestations its peers hold for it (the number accepted).
 
     Raises:
         UsageError: an unparsable reference.
@@ -344,13 +346,14 @@ def _pull_network(
 
 async def _network(
     ws: Workspace, ref: str, options: PullOptions, on_progress: OnProgress
-) -> PullResult:
+) -> tuple[PullResult, int]:
+    from node.remote.attestations import import_from_peers
     from node.remote.resolve import resolve_remote
     from p2p.sync import pull_dataset
 
     async with resolve_remote(ref, ws, dataset=options.dataset_id) as remote:
         alias = options.as_alias or remote.alias or _signed_name(ws, remote.head_record)
-        return await pull_dataset(
+        result = await pull_dataset(
             ws,
             remote.sources,
             dataset_id=remote.dataset_id,
@@ -359,6 +362,7 @@ async def _network(
             require_signed=options.require_signed,
             on_progress=on_progress,
         )
+        return result, await import_from_peers(ws, remote.sources)
 
 
 def _signed_name(ws: Workspace, record: HeadRecord | None) -> str | None:
