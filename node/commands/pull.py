@@ -16,6 +16,10 @@ One command for every source of new data, dispatched per argument:
 - a derivative dataset: run its transform on new input data (``-r`` pulls upstream
   derivatives first);
 - ``--all``: every dataset of the workspace, roots before the derivatives that read them.
+
+On a terminal each dataset's pull shows one status line on stderr (the transfer, the
+engine start and the transform, with the elapsed time), erased when it ends; never when
+stderr is piped, nor with ``--no-progress``.
 """
 
 from __future__ import annotations
@@ -26,9 +30,10 @@ from typing import TYPE_CHECKING, Any
 
 from node.cli_util import EXIT_OK, open_workspace, timestamp_arg
 from node.commands.fetch import NO_PULL_ALIAS_HELP, progress_lines
+from node.render.progress import step
 
 if TYPE_CHECKING:
-    from node.usecases.pull import PullOptions, PullOutcome
+    from node.usecases.pull import PullOptions, PullOutcome, PullTarget
     from storage.workspace import Workspace
 
 __all__ = ["cmd_pull", "cmd_pull_derivative", "register"]
@@ -78,11 +83,31 @@ def _pull_target(ws: Workspace, ref: str, options: PullOptions) -> int:
             with ingest_progress(not options.quiet) as bar:
                 outcome = pull_one(ws, target, options, ingest_progress=bar)
         else:
-            outcome = pull_one(ws, target, options, progress_lines(options.quiet))
+            with step(_step_text(target)) as status:
+                # Transfer lines show on the status line only: piped stderr stays clean.
+                quiet = options.quiet or not status.shown
+                outcome = pull_one(ws, target, options, progress_lines(quiet, status))
     except per_target_errors() as e:
         return report_error(e, "pull")
     _show(outcome)
     return EXIT_OK
+
+
+def _step_text(target: PullTarget) -> str:
+    """What the terminal's status line says while ``target`` is pulled."""
+    from node.usecases.pull import PullKind
+
+    ref = target.ref
+    if target.kind is PullKind.DERIVATIVE:
+        return f"transforming {ref} (the Spark engine starts if it is not running)"
+    if target.kind is PullKind.REPLICA:
+        return f"updating replica {ref}"
+    if target.kind is PullKind.URL:
+        return f"fetching {ref}"
+    name = ref.rsplit("/", 1)[-1] if ref.startswith("/") else ref  # a peer address's DID
+    if name.startswith("did:") and len(name) > 24:
+        name = f"{name[:13]}...{name[-8:]}"  # the line holds 78 characters
+    return f"pulling {name} over libp2p"
 
 
 def _show(outcome: PullOutcome) -> None:
@@ -159,5 +184,8 @@ def register(sub: Any) -> None:
         action="store_true",
         help="remote sources: refuse unless the head is signed by the dataset key",
     )
-    p.add_argument("--no-progress", action="store_true", help="no progress display")
+    # SUPPRESS: without it, this option's default would hide a global `odf --no-progress`.
+    p.add_argument(
+        "--no-progress", action="store_true", default=argparse.SUPPRESS, help="no progress display"
+    )
     p.add_argument("--no-alias", action="store_true", help=NO_PULL_ALIAS_HELP)

@@ -77,6 +77,25 @@ ATTESTATION_LIMITS: Final = ExchangeLimits(
     max_frame_bytes=MAX_ATTESTATION_BYTES, stall_timeout_s=15.0
 )
 
+#: py-libp2p's logger of failed stream opens (an ERROR record of eight lines each).
+_STREAM_LOGGER: Final = "libp2p.host.basic_host"
+
+
+class _OlderPeerFilter(logging.Filter):
+    """A peer without this protocol (an older node) is no error: py-libp2p's record of
+    the refused stream becomes one DEBUG line."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        text = record.getMessage()
+        if ATTESTATION_PROTOCOL in text and text.startswith("Failed to open stream"):
+            record.msg, record.args = text.split("\n", 1)[0] + " " + ATTESTATION_PROTOCOL, ()
+            record.levelno, record.levelname = logging.DEBUG, "DEBUG"
+            return logging.getLogger(_STREAM_LOGGER).isEnabledFor(logging.DEBUG)
+        return True
+
+
+_FILTER: Final = _OlderPeerFilter()
+
 AttestationProvider = Callable[[DatasetId], list[Attestation]]
 """The attestations a server hands out for a dataset (called in a worker thread)."""
 
@@ -158,11 +177,15 @@ async def fetch_attestations(host: P2PHost, peer: str, did: DatasetId) -> list[A
     the peer charged once for them (`Offence.BAD_BYTES`) after its answer ends.
 
     Raises:
-        PeerUnavailable: no stream (the peer does not speak the protocol, or is gone).
+        PeerUnavailable: no stream (the peer does not speak the protocol, or is gone;
+            py-libp2p's error record of it is turned into a DEBUG line).
         PeerMisbehaved / FrameTooLarge / TransferError: a broken answer (the peer is
             charged, nothing of the answer is kept).
         RemoteError: the peer answered ERROR.
     """
+    stream_log = logging.getLogger(_STREAM_LOGGER)
+    if _FILTER not in stream_log.filters:
+        stream_log.addFilter(_FILTER)
     stream = await host.new_stream_trio(peer, ATTESTATION_PROTOCOL)
     try:
         request = {"dataset": did.to_did_odf()}
