@@ -31,9 +31,7 @@ DERIVATIVE = "demo.big-cities"
 def odf_piped(ws: Path, *args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "ODF_WORKSPACE": str(ws)}
     env.pop("ODF_NO_PROGRESS", None)
-    return subprocess.run(
-        [odf_exe(), *args], env=env, capture_output=True, text=True, timeout=120
-    )
+    return subprocess.run([odf_exe(), *args], env=env, capture_output=True, text=True, timeout=120)
 
 
 @pytest.fixture
