@@ -41,7 +41,19 @@ __all__ = ["cmd_pull", "cmd_pull_derivative", "register"]
 
 def cmd_pull(args: argparse.Namespace) -> int:
     """Pull each target in turn; a failed transfer or source is reported and the others
-    still pulled (the exit code is the last failure's)."""
+    still pulled (the exit code is the last failure's).
+
+    ``--all`` updates whatever can be updated, as a cron job of ``git fetch --all`` or
+    ``kamu pull --all`` would expect: a push-only root is "up-to-date (no polling
+    source)", and a replica with no pull alias while no node runs on the workspace (it
+    was cloned by DID or peer address, and only the node's peers know its publisher's
+    newer heads) gets one ``odf: warning:`` line naming it and what to do (start ``odf
+    node run``, or pull it once from a node URL, which becomes its pull alias); neither
+    is a failure. A source that is named and fails (a pull alias that does not answer, a
+    newer head no reachable peer serves, bad bytes) is one, with its exit code from the
+    error contract. Named explicitly (``odf pull DS``), such a replica is an error:
+    the user asked for that dataset to be updated and it cannot be.
+    """
     from node.usecases.pull import PullOptions, all_targets, check_options
 
     check_options(tuple(args.dataset), args.all)
@@ -64,6 +76,7 @@ def cmd_pull(args: argparse.Namespace) -> int:
         require_signed=args.require_signed,
         remember_alias=not args.no_alias,
         quiet=args.no_progress,
+        everything=args.all,
     )
     code = EXIT_OK
     for ref in targets:
@@ -115,7 +128,9 @@ def _show(outcome: PullOutcome) -> None:
     from node.render.sync import report_sync
     from node.render.transform import print_pull_rows, pull_result_rows
 
-    if outcome.synced is not None:
+    if outcome.passed_by is not None:
+        sys.stderr.write(f"odf: warning: {outcome.passed_by}\n")
+    elif outcome.synced is not None:
         report_sync(outcome.synced)
         if outcome.attestations:
             print(

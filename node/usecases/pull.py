@@ -91,6 +91,8 @@ class PullOptions:
         require_signed: remote sources: refuse a head not signed by the dataset key.
         remember_alias: URLs: remember the URL as the dataset's pull alias.
         quiet: no progress lines from transfers.
+        everything: the pull of the whole workspace (``--all``): a replica with nowhere
+            to look for newer heads is passed by (`PullOutcome.passed_by`), not failed.
     """
 
     recursive: bool = False
@@ -100,6 +102,7 @@ class PullOptions:
     require_signed: bool = False
     remember_alias: bool = True
     quiet: bool = False
+    everything: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,6 +125,7 @@ class PullOutcome:
         transformed: a derivative's result (upstream derivatives in it).
         disputed: a local dataset whose data validators found does not reproduce.
         attestations: replicas: attestations of their blocks brought from the source.
+        passed_by: why nothing was tried (``--all``: a replica with no source to ask).
     """
 
     target: PullTarget
@@ -130,6 +134,7 @@ class PullOutcome:
     transformed: TransformResult | None = None
     disputed: str | None = None
     attestations: int = 0
+    passed_by: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -287,6 +292,11 @@ def pull_one(
     if kind is PullKind.REPLICA:
         from node.usecases.replica import update_replica
 
+        if options.everything and target.url is None:
+            reason = _nowhere_to_look(ws, target.ref)
+            if reason is not None:
+                return PullOutcome(target, passed_by=reason)
+
         update = update_replica(
             ws,
             target.ref,
@@ -309,6 +319,21 @@ def pull_one(
 
     ingested = pull_root(ws, target.ref, options.set_watermark, ingest_progress)
     return PullOutcome(target, ingested=ingested, disputed=disputed_warning(ws, target.ref))
+
+
+def _nowhere_to_look(ws: Workspace, ref: str) -> str | None:
+    """Why replica ``ref`` (no pull alias) cannot be updated now, or ``None``: a node
+    runs on the workspace, whose peers and heard heads are where to look."""
+    from node.runfile import read_run_info
+
+    if read_run_info(ws) is not None:
+        return None
+    did = ws.resolve(ref).id.to_did_odf()
+    return (
+        f"{ref}: not updated: a replica of {did} with no pull alias, and no node is "
+        "running to find its publisher's newer heads; start `odf node run` here, or pull "
+        f"it once from a node URL (`odf pull http://NODE:8080/{ref}`) to give it one"
+    )
 
 
 def _fetch_options(target: PullTarget, options: PullOptions) -> FetchOptions:
