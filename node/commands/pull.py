@@ -49,7 +49,7 @@ def cmd_pull(args: argparse.Namespace) -> int:
     was cloned by DID or peer address, and only the node's peers know its publisher's
     newer heads) gets one ``odf: warning:`` line naming it and what to do (start ``odf
     node run``, or pull it once from a node URL, which becomes its pull alias); neither
-    is a failure. A source that is named and fails (a pull alias that does not answer, a
+    is a failure. A source that is known and fails (a pull alias that does not answer, a
     newer head no reachable peer serves, bad bytes) is one, with its exit code from the
     error contract. Named explicitly (``odf pull DS``), such a replica is an error:
     the user asked for that dataset to be updated and it cannot be.

@@ -9,7 +9,7 @@ signature, a data block of the local chain, one verdict per validator and block)
 source that lists none, or cannot, adds nothing (attestations are evidence added to the
 data, never needed to read it).
 
-A replica pulled from libp2p peers asks each of them over ``/odf/attestations/1.0.0``
+A replica pulled from libp2p peers asks each of them over ``/odf/exchange/attestations/1.0.0``
 (`p2p.libp2p.exchange.attestations`, `import_from_peers`) with the same rules.
 """
 

@@ -113,25 +113,28 @@ def test_the_readme_walkthrough_runs_as_written(tmp_path: Path) -> None:
     walk = tmp_path / "walk"
     script = tmp_path / "walkthrough.sh"
     script.write_text(walkthrough())
-    proc = subprocess.Popen(
-        ["bash", "-e", str(script)],
-        cwd=tmp_path,
-        env=walk_env(walk),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        start_new_session=True,
-    )
-    try:
-        out, _ = proc.communicate(timeout=WALK_TIMEOUT_S)
-    except subprocess.TimeoutExpired:
-        out = "(timed out)"
-    finally:
-        left = stop_leftovers(proc.pid, walk)
-        if proc.poll() is None:
-            proc.kill()
-        proc.wait()
-    assert proc.returncode == 0, f"{out}\n{logs(walk)}"
+    output = tmp_path / "walkthrough.out"
+    with output.open("wb") as sink:
+        # -x: each command is traced, so a failure shows where the walk stopped.
+        proc = subprocess.Popen(
+            ["bash", "-ex", str(script)],
+            cwd=tmp_path,
+            env=walk_env(walk),
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        try:
+            proc.wait(timeout=WALK_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            pass
+        finally:
+            left = stop_leftovers(proc.pid, walk)
+            if proc.poll() is None:
+                proc.kill()
+            proc.wait()
+    out = output.read_text(errors="replace")
+    assert proc.returncode == 0, f"{out[-6000:]}\n{logs(walk)}"
     assert left == [], "the walk-through left nodes running"
     # B and D hold C's attestations; B followed A's second commit.
     assert out.count("reproduced") >= 3, out

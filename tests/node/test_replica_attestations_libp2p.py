@@ -3,7 +3,7 @@
 Node A (an ``odf node run`` process, not a validator: it never gossips the attestations
 it holds) owns a dataset every data block of which a validator attested ``reproduced``
 before D existed. Node D joins with ``--follow all``; its replica comes with those
-attestations, asked of A over ``/odf/attestations/1.0.0``, and ``odf verify --trust 1``
+attestations, asked of A over ``/odf/exchange/attestations/1.0.0``, and ``odf verify --trust 1``
 accepts D's head.
 """
 

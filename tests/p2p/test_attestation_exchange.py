@@ -1,4 +1,4 @@
-"""Attestations come with a replica pulled over libp2p (``/odf/attestations/1.0.0``).
+"""Attestations come with a replica pulled over libp2p (``/odf/exchange/attestations/1.0.0``).
 
 Real libp2p hosts on loopback: A serves a dataset (the object exchange) and the
 attestations a validator signed for its blocks; ``odf pull /ip4/.../p2p/A/did:odf:...``

@@ -1,4 +1,4 @@
-"""The attestation exchange ``/odf/attestations/1.0.0``: a peer's attestations of a dataset.
+"""The attestation exchange ``/odf/exchange/attestations/1.0.0``: a peer's attestations.
 
 A node that replicates a dataset from a peer over libp2p asks that peer, on the same
 connection, for the validators' attestations it holds for the dataset, so that the
@@ -66,8 +66,9 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-#: The libp2p protocol id.
-ATTESTATION_PROTOCOL: Final = "/odf/attestations/1.0.0"
+#: The libp2p stream protocol id (the gossip topic of attestations is another thing:
+#: `p2p.libp2p.attestation_gossip.ATTESTATIONS_TOPIC`).
+ATTESTATION_PROTOCOL: Final = "/odf/exchange/attestations/1.0.0"
 #: Most attestations in one answer (the rest are left out; gossip brings new ones).
 MAX_ATTESTATIONS_PER_ANSWER: Final = 4096
 #: Requests answered at once (more wait their turn).
