@@ -20,8 +20,15 @@ import pytest
 from fbs.keys import KeyPair
 from p2p.attestation import Attestation, Verdict, sign_attestation
 from p2p.attestation_store import AttestationStore
-from p2p.libp2p.exchange import ExchangeServer
-from p2p.libp2p.exchange.attestations import AttestationServer, peer_attestations
+from p2p.errors import TransferError
+from p2p.libp2p.exchange import ExchangeServer, FrameType, read_frame_header
+from p2p.libp2p.exchange.attestations import (
+    ATTESTATION_LIMITS,
+    ATTESTATION_PROTOCOL,
+    AttestationServer,
+    peer_attestations,
+)
+from p2p.libp2p.exchange.wire import write_json
 from p2p.libp2p.host import P2PHost
 from storage.workspace import Workspace
 from tests.node.test_replica_attestations import attest_all
@@ -115,3 +122,28 @@ async def test_a_tampered_attestation_is_dropped(tmp_path: Path) -> None:
         assert client.scores.is_banned(hostile.peer_id)  # charged for the bad one
     assert accept_verified(wa, got) == 1
     assert accept_verified(wa, got) == 0  # the same again is a duplicate
+
+
+async def test_a_malformed_request_is_refused(tmp_path: Path) -> None:
+    served: list[Attestation] = []
+    server, client = P2PHost(), P2PHost()
+    AttestationServer(provider=lambda _did: served).register(server)
+
+    async def ask(body: dict[str, object], ftype: int) -> int:
+        stream = await client.new_stream_trio(server.peer_id, ATTESTATION_PROTOCOL)
+        try:
+            await write_json(stream, ftype, body, ATTESTATION_LIMITS)
+            answer, _length = await read_frame_header(stream, ATTESTATION_LIMITS)
+            return answer
+        finally:
+            await stream.close()
+
+    async with server, client:
+        await client.connect(server.addrs[0])
+        # A dataset that is not a DID: one ERROR frame.
+        assert await client.run_trio(ask, {"dataset": "nope"}, FrameType.REQUEST) == (
+            FrameType.ERROR
+        )
+        # Not a request at all: the stream is reset, nothing is answered.
+        with pytest.raises(TransferError):
+            await client.run_trio(ask, {"dataset": "x"}, FrameType.HEAD)

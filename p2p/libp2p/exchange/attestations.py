@@ -126,6 +126,7 @@ class AttestationServer:
             provider = _current_chain(store)
         self._provide = provider
         self._slots = trio.CapacityLimiter(MAX_CONCURRENT_ANSWERS)
+        self._answering: set[str] = set()
         self.served_requests = 0
 
     def register(self, host: P2PHost) -> None:
@@ -133,10 +134,27 @@ class AttestationServer:
         host.set_stream_handler(ATTESTATION_PROTOCOL, self.handle)
 
     async def handle(self, stream: Any) -> None:
-        """Answer one request on ``stream`` (trio); a malformed one resets the stream."""
+        """Answer one request on ``stream`` (trio); a malformed one resets the stream.
+
+        One answer per peer at a time (another request of that peer meanwhile is told
+        ``busy``), at most `MAX_CONCURRENT_ANSWERS` in all: the request is read before
+        a slot is taken, so a peer that sends nothing holds none.
+        """
+        peer = _peer_of(stream)
         try:
-            async with self._slots:
-                await self._answer(stream)
+            did = await self._request(stream)
+            if did is None:
+                return
+            if peer in self._answering:
+                busy = {"code": "busy", "message": "one request at a time"}
+                await write_json(stream, FrameType.ERROR, busy, ATTESTATION_LIMITS)
+                return
+            self._answering.add(peer)
+            try:
+                async with self._slots:
+                    await self._answer(stream, did)
+            finally:
+                self._answering.discard(peer)
         except (P2PError, PeerJsonError) as e:
             log.debug("attestation request aborted: %s", e)
             with contextlib.suppress(Exception):
@@ -145,7 +163,8 @@ class AttestationServer:
         with contextlib.suppress(Exception):
             await stream.close()
 
-    async def _answer(self, stream: Any) -> None:
+    async def _request(self, stream: Any) -> DatasetId | None:
+        """The dataset asked for; ``None`` when the request was answered with ERROR."""
         limits = ATTESTATION_LIMITS
         reader = FrameReader(stream, limits)
         frame = await reader.frame()
@@ -155,16 +174,25 @@ class AttestationServer:
         try:
             if not isinstance(did_text, str):
                 raise FbsError("not a string")
-            did = DatasetId.from_did(did_text)
+            return DatasetId.from_did(did_text)
         except FbsError:
             message = {"code": "bad_request", "message": "dataset must be a did:odf string"}
             await write_json(stream, FrameType.ERROR, message, limits)
-            return
+            return None
+
+    async def _answer(self, stream: Any, did: DatasetId) -> None:
         held = await trio.to_thread.run_sync(self._provide, did)
         for att in held[:MAX_ATTESTATIONS_PER_ANSWER]:
             await _write(stream, FrameType.CHUNK, att.to_json())
         await _write(stream, FrameType.END, b"")
         self.served_requests += 1
+
+
+def _peer_of(stream: Any) -> str:
+    try:
+        return str(stream.muxed_conn.peer_id)
+    except AttributeError:  # not a libp2p stream (tools)
+        return "?"
 
 
 async def _write(stream: Any, ftype: int, payload: bytes) -> None:
