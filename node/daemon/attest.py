@@ -152,6 +152,13 @@ class AttestationService:
         self.stats["received"] += 1
         await self._take(att)
 
+    async def on_fetched(self, attestations: list[Attestation]) -> None:
+        """Attestations a pull's sources served with the dataset: taken as gossiped ones."""
+        for att in attestations:
+            if self.stopping:
+                return
+            await self._take(att)
+
     async def _offer_early(self, did: DatasetId) -> None:
         for att in self._early.pop(did, []):
             await self._take(att, recheck=False)

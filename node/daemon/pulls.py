@@ -40,9 +40,10 @@ from fbs.errors import FbsError, OdfError
 from node.daemon.config import NodeConfig
 from node.daemon.follow import FollowList
 from node.daemon.log import dataset_fields, event
-from node.remote.attestations import import_from_peers
+from node.remote.attestations import fetch_from_peers
 from node.remote.replica_names import replica_alias
 from node.worker_threads import WorkerThreads
+from p2p.attestation import Attestation
 from p2p.errors import (
     Equivocation,
     InvalidHeadRecord,
@@ -181,6 +182,8 @@ class PullScheduler:
         on_pulled: called after each successful pull (before the next one starts).
         on_equivocation: called when a received record conflicts with the held one.
         threads: the daemon's worker threads (blocking calls it waits for at stop).
+        on_attestations: given the attestations the sources of a pull hold for the
+            dataset (signatures checked, nothing stored yet).
     """
 
     def __init__(
@@ -197,6 +200,7 @@ class PullScheduler:
         on_pulled: Callable[[DatasetId, HeadRecord], Awaitable[None]],
         on_equivocation: Callable[[], None],
         threads: WorkerThreads,
+        on_attestations: Callable[[list[Attestation]], Awaitable[None]] | None = None,
     ) -> None:
         self.ws = ws
         self.threads = threads
@@ -209,6 +213,7 @@ class PullScheduler:
         self._refusal = refusal
         self._on_pulled = on_pulled
         self._on_equivocation = on_equivocation
+        self._on_attestations = on_attestations
         #: Set once the host runs (`node.daemon.service.NodeDaemon.start`).
         self.client: ExchangeClient | None = None
         self.wants: dict[DatasetId, _Want] = {}
@@ -448,7 +453,8 @@ class PullScheduler:
             head_record=record,
             head_store=self.head_store,
         )
-        await import_from_peers(self.ws, sources)  # the attestations its sources hold
+        if self._on_attestations is not None:  # the verdicts its sources hold
+            await self._on_attestations(await fetch_from_peers(sources))
         return result
 
     def _resume_candidates(self) -> set[DatasetId]:

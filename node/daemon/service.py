@@ -181,6 +181,7 @@ class NodeDaemon:
             refusal=self.attest.refusal,
             on_pulled=self._on_pulled,
             on_equivocation=self.attest.mark_disputes_dirty,
+            on_attestations=self.attest.on_fetched,
             threads=self.threads,
         )
         self._wire(wake)

@@ -30,6 +30,7 @@ __all__ = [
     "accept_attestations",
     "accept_verified",
     "attestations_url",
+    "fetch_from_peers",
     "import_attestations",
     "import_from_peers",
 ]
@@ -87,9 +88,16 @@ async def _get_attestations(url: str) -> list[object]:
 
 
 async def import_from_peers(ws: Workspace, sources: Sequence[ObjectSource]) -> int:
-    """Bring the attestations each libp2p peer among ``sources`` holds for its dataset,
-    each checked by the local store's rules; the number accepted. A peer that cannot
-    answer (gone, an older node without the protocol, a broken answer) adds nothing."""
+    """Bring the attestations each libp2p peer among ``sources`` holds for its dataset
+    (`fetch_from_peers`), each checked by the local store's rules; the number accepted."""
+    found = await fetch_from_peers(sources)
+    return await asyncio.to_thread(accept_verified, ws, found)
+
+
+async def fetch_from_peers(sources: Sequence[ObjectSource]) -> list[Attestation]:
+    """The attestations each libp2p peer among ``sources`` holds for its dataset, each
+    signature checked (`p2p.libp2p.exchange.attestations`). A peer that cannot answer
+    (gone, an older node without the protocol, a broken answer) adds nothing."""
     from p2p.errors import P2PError
     from p2p.libp2p.exchange.attestations import peer_attestations
     from p2p.libp2p.source import Libp2pSource
@@ -102,7 +110,7 @@ async def import_from_peers(ws: Workspace, sources: Sequence[ObjectSource]) -> i
             found += await peer_attestations(source.host, source.peer, source.dataset_id)
         except P2PError:
             continue
-    return await asyncio.to_thread(accept_verified, ws, found)
+    return found
 
 
 def accept_verified(ws: Workspace, attestations: Sequence[Attestation]) -> int:
