@@ -49,8 +49,10 @@ from node.daemon.config import NodeConfig
 from node.daemon.follow import FollowList
 from node.daemon.log import dataset_fields, event
 from node.daemon.routing import ContentRouting, Found
+from node.remote.attestations import fetch_from_peers
 from node.remote.replica_names import replica_alias
 from node.worker_threads import WorkerThreads
+from p2p.attestation import Attestation
 from p2p.errors import (
     Equivocation,
     InvalidHeadRecord,
@@ -189,6 +191,8 @@ class PullScheduler:
         on_pulled: called after each successful pull (before the next one starts).
         on_equivocation: called when a received record conflicts with the held one.
         threads: the daemon's worker threads (blocking calls it waits for at stop).
+        on_attestations: given the attestations the sources of a pull hold for the
+            dataset (signatures checked, nothing stored yet).
     """
 
     def __init__(
@@ -205,6 +209,7 @@ class PullScheduler:
         on_pulled: Callable[[DatasetId, HeadRecord], Awaitable[None]],
         on_equivocation: Callable[[], None],
         threads: WorkerThreads,
+        on_attestations: Callable[[list[Attestation]], Awaitable[None]] | None = None,
     ) -> None:
         self.ws = ws
         self.threads = threads
@@ -217,6 +222,7 @@ class PullScheduler:
         self._refusal = refusal
         self._on_pulled = on_pulled
         self._on_equivocation = on_equivocation
+        self._on_attestations = on_attestations
         #: Set once the host runs (`node.daemon.service.NodeDaemon.start`).
         self.client: ExchangeClient | None = None
         #: Content routing over the DHT (``None``: ``dht: false``); set by the daemon.
@@ -453,7 +459,7 @@ class PullScheduler:
             seq=record.sequence_number,
             sources=peers,
         )
-        return await pull_dataset(
+        result = await pull_dataset(
             self.ws,
             sources,
             dataset_id=record.dataset_id,
@@ -462,6 +468,9 @@ class PullScheduler:
             head_record=record,
             head_store=self.head_store,
         )
+        if self._on_attestations is not None:  # the verdicts its sources hold
+            await self._on_attestations(await fetch_from_peers(sources))
+        return result
 
     def _resume_candidates(self) -> set[DatasetId]:
         """Datasets worth asking peers about: followed, half-pulled, behind their record."""

@@ -161,6 +161,7 @@ class NodeDaemon:
             refusal=self.attest.refusal,
             on_pulled=self._on_pulled,
             on_equivocation=self.attest.mark_disputes_dirty,
+            on_attestations=self.attest.on_fetched,
             threads=self.threads,
         )
         self._wire(wake)
@@ -239,6 +240,7 @@ class NodeDaemon:
     async def _start(self) -> None:
         self.follows.load()
         self.server.register(self.host)
+        self.attest.serve()
         await self.host.start()
         self.pulls.client = ExchangeClient(self.host)
         await self.gossip.start()
