@@ -69,7 +69,16 @@ _SCHEMA_CACHE_LOCK: Final = threading.Lock()
 #: order. Anything else (Aggregate, Join, Window, Sort, limits, Repartition ...) makes the
 #: query "wide".
 NARROW_PLAN_NODES: Final = frozenset(
-    {"Project", "Filter", "Union", "LogicalRelation", "LocalRelation", "Generate"}
+    {
+        "Project",
+        "Filter",
+        "Union",
+        "LogicalRelation",
+        "LocalRelation",
+        "Generate",
+        # The scan of an input on S3 (`engine.s3io`).
+        "DataSourceV2ScanRelation",
+    }
 )
 #: Plan nodes that only move rows between partitions (``coalesce``, ``DISTRIBUTE BY``) or
 #: read them from Spark's cache (the stateful executor's persisted input views).
@@ -143,9 +152,15 @@ def offset_bounds(path: str, offset_column: str) -> tuple[int, int] | None:
 
 def plan_input(inp: TransformRequestInput) -> InputPlan:
     """Which slices of ``inp`` to read, with or without the offset filter."""
+    from storage.s3.url import is_s3_url
+
     iv = inp.offset_interval
     if iv is None:
         return InputPlan(slices=(), total_bytes=0)
+    if any(is_s3_url(p) for p in inp.data_paths):
+        from engine.s3io.read import plan_s3_input
+
+        return plan_s3_input(inp)
     if len(inp.data_paths) > MAX_ORDERED_UNION_FILES:
         # Read in one scan and sorted anyway; footers of thousands of files cost more
         # than the filter saves.
@@ -179,6 +194,15 @@ def read_input(
     """
     from pyspark.sql import functions as F
 
+    from engine.s3io.settings import staging_of
+    from storage.s3.url import is_s3_url
+
+    # Slices on S3, or no slice on an engine whose executors may not see the schema file.
+    paths = inp.data_paths
+    if is_s3_url(paths[0]) if paths else staging_of(session) is not None:
+        from engine.s3io.read import read_s3_input
+
+        return read_s3_input(session, inp, plan, parallel=parallel)
     iv = inp.offset_interval
     schema_file = Path(inp.schema_file) if inp.schema_file else None
     if schema_file is not None and schema_file.is_file():

@@ -158,6 +158,9 @@ class SparkSettings:
                 conf["spark.driver.extraJavaOptions"] += (
                     f" -XX:CompileThresholdScaling={self.jit_threshold_scaling:g}"
                 )
+        from engine.s3io.settings import session_conf
+
+        conf.update(session_conf({**conf, **dict(self.extra_conf)}))
         conf.update(self.extra_conf)
         return conf
 

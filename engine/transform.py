@@ -63,7 +63,9 @@ from engine.inputs import (
     stateful_nodes,
 )
 from engine.output import finish_output
+from engine.parquet_merge import SequenceColumn
 from engine.row_changelog import changelog_ops, has_op_column, per_op_result
+from engine.s3io.settings import staging_of, stateful_refused
 from engine.sql import (
     is_query_error,
     query_steps,
@@ -88,6 +90,9 @@ from fbs.timestamp import Timestamp
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.types import StructType
+
+    from storage.s3.url import S3Location
 
 __all__ = [
     "MAX_INPUTS",
@@ -157,6 +162,7 @@ def _execute(session: SparkSession, request: TransformRequest) -> TransformResul
     steps = query_steps(request.transform)
     _check_request(request)
     query = rewrite_steps(steps, temporal_sources(request))
+    staging = staging_of(session)
     min_bytes = parallel_min_bytes(session)
     scratch = Path(request.new_checkpoint_path).parent
     scratch.mkdir(parents=True, exist_ok=True)
@@ -171,9 +177,18 @@ def _execute(session: SparkSession, request: TransformRequest) -> TransformResul
         state_dir = Path(tmp) / "next"
         try:
             stateful = prev is not None or bool(query.windows or query.temporal_joins)
+            nodes: list[str] = []
             if not stateful:
                 result = _plan_query(session, request, plans, list(query.steps), split)
-                stateful = bool(stateful_nodes(result))
+                nodes = stateful_nodes(result)
+                stateful = bool(nodes)
+            if stateful and staging is not None:
+                raise stateful_refused(
+                    state=prev is not None,
+                    windows=bool(query.windows),
+                    temporal_joins=bool(query.temporal_joins),
+                    nodes=nodes,
+                )
             if stateful:
                 run = run_stateful(session, request, query, plans, new_watermark, prev, state_dir)
                 save_state(state_dir, run.state)
@@ -188,9 +203,7 @@ def _execute(session: SparkSession, request: TransformRequest) -> TransformResul
                         session, request, plans, list(query.steps), [False] * len(plans)
                     )
                 out, columns, schema = finish_output(result, request)
-                num_records = write_single_parquet(
-                    out, request.new_data_path, columns, spark_schema=schema
-                )
+                num_records = _write_output(out, request, columns, schema, staging)
         except (EngineInternalError, InvalidQuery):
             raise
         except Exception as e:
@@ -207,6 +220,23 @@ def _execute(session: SparkSession, request: TransformRequest) -> TransformResul
         else None
     )
     return TransformResponseSuccess(new_offset_interval=interval, new_watermark=new_watermark)
+
+
+def _write_output(
+    out: DataFrame,
+    request: TransformRequest,
+    columns: list[SequenceColumn | int],
+    schema: StructType,
+    staging: S3Location | None,
+) -> int:
+    """Write the one output file: through the S3 staging location when there is one."""
+    if staging is None:
+        return write_single_parquet(out, request.new_data_path, columns, spark_schema=schema)
+    from engine.s3io.write import write_s3_output
+
+    return write_s3_output(
+        out, request.new_data_path, columns, spark_schema=schema, staging=staging
+    )
 
 
 def _previous_state(path: str | None, into: Path) -> tuple[StreamState, Path] | None:

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from fbs.did import DatasetId
+from fbs.errors import OdfError
 from fbs.model.engine import TransformRequest, TransformRequestInput, TransformResponseSuccess
 from fbs.model.events import DatasetVocabulary, OffsetInterval
 from fbs.model.source import TransformSql
@@ -36,6 +37,8 @@ def warm_up(session: SparkSession) -> bool:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
+    from engine.s3io.settings import staging_of
+    from engine.s3io.warmup import through_staging
     from engine.transform import execute_transform
 
     with tempfile.TemporaryDirectory(prefix="odf-engine-warmup-") as tmp:
@@ -76,7 +79,16 @@ def warm_up(session: SparkSession) -> bool:
             new_checkpoint_path=str(root / "out" / "checkpoint"),
             new_data_path=str(root / "out" / "data"),
         )
-        result = execute_transform(session, request)
+        staging = staging_of(session)
+        if staging is None:
+            result = execute_transform(session, request)
+        else:
+            try:
+                with through_staging(request, staging) as on_s3:
+                    result = execute_transform(session, on_s3)
+            except OdfError as e:  # the store: unreachable, refusing the credentials ...
+                log.warning("engine warm-up failed: %s", e)
+                return False
     if not isinstance(result, TransformResponseSuccess):
         log.warning("engine warm-up failed: %s", result)
         return False

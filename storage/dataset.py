@@ -35,7 +35,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Final
+from typing import Final, Generic, Self, TypeVar
 
 from fbs.codec import DEFAULT_BLOCK_VERSION, block_hash, decode_block, encode_block
 from fbs.errors import InvalidHash, InvalidValue, MalformedBlock
@@ -44,6 +44,7 @@ from fbs.model import Checkpoint, DataSlice, MetadataBlock, MetadataEvent
 from fbs.multiformats import SHA3_256, Multihash, parse_hash
 from fbs.rules import new_checkpoint, new_data, referenced_objects
 from fbs.timestamp import Timestamp
+from storage.backing import DatasetBacking
 from storage.chain import ChainState, state_from_json, state_to_json, validate_append
 from storage.errors import (
     CorruptChain,
@@ -59,7 +60,7 @@ from storage.errors import (
 )
 from storage.fsutil import FILE_MODE, ensure_dir, pending_name, read_bytes_limited
 from storage.layout import DatasetLayout
-from storage.object_store import MAX_BLOCK_SIZE, DiskObjectStore, require_object_hash
+from storage.object_store import MAX_BLOCK_SIZE, ObjectStore, require_object_hash
 from storage.refs import HEAD
 from storage.verified import VerifiedObjects, record_path_for
 
@@ -67,6 +68,7 @@ __all__ = [
     "DEFAULT_MAX_COMMIT_ATTEMPTS",
     "MAX_STATE_CACHE_SIZE",
     "STATE_CACHE_EVERY",
+    "ChainDataset",
     "CommitResult",
     "Dataset",
     "PendingEvent",
@@ -84,6 +86,10 @@ STATE_CACHE_EVERY: Final = 64
 #: Retry backoff: random sleep in ``[0, min(cap, base * 2**attempt)]`` seconds.
 RETRY_BACKOFF_BASE_S: Final = 0.001
 RETRY_BACKOFF_CAP_S: Final = 0.05
+
+
+#: The backing of a `ChainDataset`.
+B = TypeVar("B", bound=DatasetBacking)
 
 
 def _check_readable(raw: bytes, limits: DecodeLimits) -> None:
@@ -157,18 +163,18 @@ class PreparedCommit:
     checkpoint_file: Path | None = None
 
 
-class Dataset:
-    """One dataset directory (see the module docstring).
+class ChainDataset(Generic[B]):
+    """One dataset in kamu's layout on any `DatasetBacking` (see the module docstring).
 
     Args:
-        layout: the dataset directory and its stores.
+        layout: where the dataset's stores live.
         state_cache: file where the chain state is cached (``None``: memory only).
         limits: decode limits for stored blocks.
     """
 
     def __init__(
         self,
-        layout: DatasetLayout,
+        layout: B,
         *,
         state_cache: Path | None = None,
         limits: DecodeLimits = DEFAULT_LIMITS,
@@ -181,10 +187,10 @@ class Dataset:
         self._verified: VerifiedObjects | None = None
 
     def __repr__(self) -> str:
-        return f"Dataset({str(self.layout.root)!r})"
+        return f"{type(self).__name__}({self.layout.where()!r})"
 
     @classmethod
-    def create(cls, layout: DatasetLayout, *, state_cache: Path | None = None) -> Dataset:
+    def create(cls, layout: B, *, state_cache: Path | None = None) -> Self:
         """Create the (empty, head-less) directory structure and return the dataset.
 
         Raises:
@@ -194,14 +200,14 @@ class Dataset:
         return cls(layout, state_cache=state_cache)
 
     @classmethod
-    def open(cls, layout: DatasetLayout, *, state_cache: Path | None = None) -> Dataset:
+    def open(cls, layout: B, *, state_cache: Path | None = None) -> Self:
         """Open an existing dataset directory.
 
         Raises:
-            DatasetNotFound: if ``layout.root`` has no ``refs/`` and ``blocks/``.
+            DatasetNotFound: if the layout has no ``refs/`` and ``blocks/``.
         """
         if not layout.exists():
-            raise DatasetNotFound(f"no dataset at {layout.root}")
+            raise DatasetNotFound(f"no dataset at {layout.where()}")
         return cls(layout, state_cache=state_cache)
 
     # -- reads ------------------------------------------------------------------------------
@@ -224,7 +230,7 @@ class Dataset:
         if head is not None and head.code != SHA3_256:
             # A valid multihash of another function (a flipped code byte) names no block:
             # the ref is damaged, not the caller's input.
-            raise InvalidRef(f"refs/head of {self.layout.root} holds a non-block hash {head}")
+            raise InvalidRef(f"refs/head of {self.layout.where()} holds a non-block hash {head}")
         return head
 
     def get_block(self, h: Multihash | str) -> tuple[bytes, MetadataBlock]:
@@ -264,7 +270,7 @@ class Dataset:
                 raw, block = self.get_block(h)
             except ObjectNotFound:
                 raise MissingObject(
-                    f"metadata block {h} is missing from {self.layout.blocks.root}"
+                    f"metadata block {h} is missing from {self.layout.where()}/blocks"
                 ) from None
             if expected_seq is not None and block.sequence_number != expected_seq:
                 raise CorruptChain(
@@ -296,7 +302,7 @@ class Dataset:
         """
         state = self.state()
         if state is None:
-            raise DatasetNotFound(f"dataset at {self.layout.root} has no Seed block")
+            raise DatasetNotFound(f"dataset at {self.layout.where()} has no Seed block")
         return state.dataset_id.to_did_odf()
 
     # -- commits ----------------------------------------------------------------------------
@@ -515,7 +521,7 @@ class Dataset:
 
     @staticmethod
     def _stage_one(
-        store: DiskObjectStore,
+        store: ObjectStore,
         what: str,
         src: Path | None,
         declared: DataSlice | Checkpoint | None,
@@ -637,9 +643,7 @@ class Dataset:
                 tmp.unlink(missing_ok=True)
 
 
-def _check_object(
-    store: DiskObjectStore, what: str, h: Multihash, size: int, *, verify: bool
-) -> None:
+def _check_object(store: ObjectStore, what: str, h: Multihash, size: int, *, verify: bool) -> None:
     try:
         actual = store.size(h)
     except ObjectNotFound:
@@ -648,3 +652,7 @@ def _check_object(
         raise InvalidCommit(f"{what} object {h} has {actual} bytes, the event declares {size}")
     if verify:
         store.check(h)
+
+
+class Dataset(ChainDataset[DatasetLayout]):
+    """A dataset directory on local disk: `ChainDataset` over a `DatasetLayout`."""

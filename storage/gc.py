@@ -37,8 +37,14 @@ from storage.errors import ObjectNotFound
 from storage.fsutil import DEFAULT_STALE_PENDING_AGE_S, is_pending_name
 from storage.object_store import DiskObjectStore, ObjectStore
 
-#: Unreferenced objects younger than this (seconds since mtime) are kept.
-DEFAULT_GC_GRACE_S: Final = 24 * 3600.0
+#: Unreferenced objects younger than this (seconds since mtime) are kept: one hour.
+#: A writer has this long from its last put to move the ref. One hour is the age at
+#: which a ``.pending-*`` file is stale (`DEFAULT_STALE_PENDING_AGE_S`: a write silent
+#: that long has failed) and the lifetime of the presigned upload URLs a node hands out
+#: (`storage.s3.presign`): an upload may land until its URL expires, so a shorter
+#: period could delete what a pusher is still allowed to send. ``odf gc
+#: --grace-period`` changes it for one run.
+DEFAULT_GC_GRACE_S: Final = 3600.0
 
 
 @dataclass(frozen=True, slots=True)

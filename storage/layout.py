@@ -109,6 +109,10 @@ class DatasetLayout:
         """Whether the dataset directory has the kamu layout (``refs/`` and ``blocks/``)."""
         return self.refs_dir.is_dir() and self.blocks_dir.is_dir()
 
+    def where(self) -> str:
+        """The dataset directory, for messages (`storage.backing.DatasetBacking`)."""
+        return str(self.root)
+
     @property
     def blocks(self) -> DiskObjectStore:
         """The metadata block store (capped at `MAX_BLOCK_SIZE`)."""

@@ -39,6 +39,7 @@ COMMANDS: tuple[str, ...] = (
     "fetch",
     "push",
     "pull",
+    "serve",
     "attestations",
     "validate",
     "node",

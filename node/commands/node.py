@@ -1,19 +1,24 @@
 """``odf node``: run the peer-to-peer node daemon and talk to the running one.
 
 - ``odf node run [--config FILE] [--listen ADDR ...] [--http-port P] [--bootstrap ADDR ...]
-  [--mdns] [--follow DS|all ...] [--validator] [--engine HOST:PORT] [--refuse-disputed]``:
+  [--mdns] [--follow DS|all ...] [--validator] [--engine HOST:PORT] [--refuse-disputed]
+  [--no-dht]``:
   serve the workspace until SIGTERM/Ctrl-C (see `node.daemon.service`). Command-line values
   override the config file. ``--http-allow-host NAME`` accepts NAME in the HTTP ``Host``
   header (IPs and localhost always are; `node.http.auth`). ``--validator`` checks
   every replicated block (replaying derivative transforms on the engine) and gossips
-  signed attestations. Logs are text on a terminal, JSON lines otherwise
-  (``--log-format json|text`` forces one; `node.daemon.log`).
+  signed attestations. ``--no-dht`` turns content routing off (the node then reaches
+  only what its peers hold; `node.daemon.config`). Logs are text on a terminal, JSON
+  lines otherwise (``--log-format json|text`` forces one; `node.daemon.log`).
 - ``odf node status`` / ``odf node peers``: ask the running node (found through
   ``.odf/run/node.json``) over its HTTP API (with the bearer token of
   ``.odf/p2p/http-token``, created at the first ``odf node run``); datasets are named
   by alias; ``-o json`` (or ``--json``) prints the API's JSON, where they are DIDs.
   The status shows the validator's backlog and the datasets with evidence against
-  their publisher (disputed heads, equivocation), and which of them policy refuses.
+  their publisher (disputed heads, equivocation), and which of them policy refuses;
+  both show the DHT routing table (its size; the peers in it) and the providers the
+  node's lookups found (JSON: ``dht`` in the status, ``inRoutingTable`` and
+  ``provides`` in every peer row).
 - ``odf node follow DS``: replicate DS as heads are announced: the running node is told
   over HTTP (persisted); without a running node, a foreground node follows DS. Warns
   when DS is disputed (`node.validation.disputes.disputed_warning`).
@@ -71,6 +76,7 @@ def _config(args: argparse.Namespace) -> NodeConfig:
         validator=True if args.validator else None,
         engine_address=args.engine,
         refuse_disputed=True if args.refuse_disputed else None,
+        dht=args.dht,
         log_level=args.log_level,
         log_format=args.log_format,
     )
@@ -206,11 +212,34 @@ def cmd_status(args: argparse.Namespace) -> int:
             f"  pulled:   {p.get('alias') or p['dataset']} #{p['sequenceNumber']} {p['detail']} "
             f"({p['objects']} objects, {p['bytes']} bytes, {p['seconds']} s)"
         )
+    _print_dht(doc.get("dht"))
     _print_validator(doc.get("validator"))
     _print_disputes(doc)
     _print_bans(doc.get("libp2p"))
     _print_listener(doc.get("listener"))
     return EXIT_OK
+
+
+def _print_dht(dht: Any) -> None:
+    """Content routing: the routing table, what is provided, what lookups found."""
+    if not isinstance(dht, dict):
+        return
+    if not dht.get("enabled"):
+        print("  dht:      off")
+        return
+    print(
+        f"  dht:      routing table {dht.get('routingTableSize')} peers, "
+        f"providing {dht.get('provided')} datasets, {dht.get('lookups')} lookups "
+        f"({dht.get('lookupsFound')} found a provider)"
+    )
+    for f in dht.get("providersFound") or []:
+        seq = f.get("sequenceNumber")
+        providers = ", ".join(f.get("providers") or []) or "none"
+        print(
+            f"  providers: {f.get('dataset')}"
+            + (f" #{seq}" if seq is not None else "")
+            + f": {providers} ({len(f.get('connected') or [])} connected)"
+        )
 
 
 def _print_bans(libp2p: Any) -> None:
@@ -279,8 +308,19 @@ def cmd_peers(args: argparse.Namespace) -> int:
         return EXIT_OK
     if not rows:
         print("No peers")
+    table = sum(1 for r in rows if r.get("inRoutingTable"))
+    if rows:
+        print(f"Routing table: {table} peers")
     for r in rows:
-        flags = [f for f, on in (("connected", r["connected"]), ("banned", r["banned"])) if on]
+        on = (
+            ("connected", r["connected"]),
+            ("banned", r["banned"]),
+            ("routing", r.get("inRoutingTable")),
+        )
+        flags = [f for f, is_on in on if is_on]
+        provides = r.get("provides") or []
+        if provides:
+            flags.append(f"provides {', '.join(provides)}")
         print(f"{r['peerId']}  score {r['score']:g}  {' '.join(flags)}")
     return EXIT_OK
 
@@ -391,6 +431,12 @@ def register(sub: Any) -> None:
         "--refuse-disputed",
         action="store_true",
         help="stop replicating publishers with confirmed divergence or equivocation",
+    )
+    r.add_argument(
+        "--dht",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="content routing over odf's DHT (default on; --no-dht: peers of this node only)",
     )
     r.add_argument("--log-level", choices=("debug", "info", "warning", "error"))
     r.add_argument(

@@ -16,6 +16,10 @@ One command for every source of new data, dispatched per argument:
 - a derivative dataset: run its transform on new input data (``-r`` pulls upstream
   derivatives first);
 - ``--all``: every dataset of the workspace, roots before the derivatives that read them.
+
+On a terminal each dataset's pull shows one status line on stderr (the transfer, the
+engine start and the transform, with the elapsed time), erased when it ends; never when
+stderr is piped, nor with ``--no-progress``.
 """
 
 from __future__ import annotations
@@ -26,9 +30,10 @@ from typing import TYPE_CHECKING, Any
 
 from node.cli_util import EXIT_OK, open_workspace, timestamp_arg
 from node.commands.fetch import NO_PULL_ALIAS_HELP, progress_lines
+from node.render.progress import step
 
 if TYPE_CHECKING:
-    from node.usecases.pull import PullOptions, PullOutcome
+    from node.usecases.pull import PullOptions, PullOutcome, PullTarget
     from storage.workspace import Workspace
 
 __all__ = ["cmd_pull", "cmd_pull_derivative", "register"]
@@ -36,7 +41,19 @@ __all__ = ["cmd_pull", "cmd_pull_derivative", "register"]
 
 def cmd_pull(args: argparse.Namespace) -> int:
     """Pull each target in turn; a failed transfer or source is reported and the others
-    still pulled (the exit code is the last failure's)."""
+    still pulled (the exit code is the last failure's).
+
+    ``--all`` updates whatever can be updated, as a cron job of ``git fetch --all`` or
+    ``kamu pull --all`` would expect: a push-only root is "up-to-date (no polling
+    source)", and a replica with no pull alias while no node runs on the workspace (it
+    was cloned by DID or peer address, and only the node's peers know its publisher's
+    newer heads) gets one ``odf: warning:`` line naming it and what to do (start ``odf
+    node run``, or pull it once from a node URL, which becomes its pull alias); neither
+    is a failure. A source that is known and fails (a pull alias that does not answer, a
+    newer head no reachable peer serves, bad bytes) is one, with its exit code from the
+    error contract. Named explicitly (``odf pull DS``), such a replica is an error:
+    the user asked for that dataset to be updated and it cannot be.
+    """
     from node.usecases.pull import PullOptions, all_targets, check_options
 
     check_options(tuple(args.dataset), args.all)
@@ -59,6 +76,7 @@ def cmd_pull(args: argparse.Namespace) -> int:
         require_signed=args.require_signed,
         remember_alias=not args.no_alias,
         quiet=args.no_progress,
+        everything=args.all,
     )
     code = EXIT_OK
     for ref in targets:
@@ -78,11 +96,31 @@ def _pull_target(ws: Workspace, ref: str, options: PullOptions) -> int:
             with ingest_progress(not options.quiet) as bar:
                 outcome = pull_one(ws, target, options, ingest_progress=bar)
         else:
-            outcome = pull_one(ws, target, options, progress_lines(options.quiet))
+            with step(_step_text(target)) as status:
+                # Transfer lines show on the status line only: piped stderr stays clean.
+                quiet = options.quiet or not status.shown
+                outcome = pull_one(ws, target, options, progress_lines(quiet, status))
     except per_target_errors() as e:
         return report_error(e, "pull")
     _show(outcome)
     return EXIT_OK
+
+
+def _step_text(target: PullTarget) -> str:
+    """What the terminal's status line says while ``target`` is pulled."""
+    from node.usecases.pull import PullKind
+
+    ref = target.ref
+    if target.kind is PullKind.DERIVATIVE:
+        return f"transforming {ref} (the Spark engine starts if it is not running)"
+    if target.kind is PullKind.REPLICA:
+        return f"updating replica {ref}"
+    if target.kind is PullKind.URL:
+        return f"fetching {ref}"
+    name = ref.rsplit("/", 1)[-1] if ref.startswith("/") else ref  # a peer address's DID
+    if name.startswith("did:") and len(name) > 24:
+        name = f"{name[:13]}...{name[-8:]}"  # the line holds 78 characters
+    return f"pulling {name} over libp2p"
 
 
 def _show(outcome: PullOutcome) -> None:
@@ -90,7 +128,9 @@ def _show(outcome: PullOutcome) -> None:
     from node.render.sync import report_sync
     from node.render.transform import print_pull_rows, pull_result_rows
 
-    if outcome.synced is not None:
+    if outcome.passed_by is not None:
+        sys.stderr.write(f"odf: warning: {outcome.passed_by}\n")
+    elif outcome.synced is not None:
         report_sync(outcome.synced)
         if outcome.attestations:
             print(
@@ -159,5 +199,8 @@ def register(sub: Any) -> None:
         action="store_true",
         help="remote sources: refuse unless the head is signed by the dataset key",
     )
-    p.add_argument("--no-progress", action="store_true", help="no progress display")
+    # SUPPRESS: without it, this option's default would hide a global `odf --no-progress`.
+    p.add_argument(
+        "--no-progress", action="store_true", default=argparse.SUPPRESS, help="no progress display"
+    )
     p.add_argument("--no-alias", action="store_true", help=NO_PULL_ALIAS_HELP)

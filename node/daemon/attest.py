@@ -45,6 +45,7 @@ from p2p.errors import (
 )
 from p2p.head_store import HeadStore
 from p2p.libp2p.attestation_gossip import ATTESTATIONS_TOPIC, AttestationGossip
+from p2p.libp2p.exchange.attestations import AttestationServer
 from p2p.libp2p.host import P2PHost
 from storage.errors import StorageError
 from storage.workspace import Workspace
@@ -104,6 +105,10 @@ class AttestationService:
         self._reannounce_task: asyncio.Task[None] | None = None
         self.stopping = False
 
+    def serve(self) -> None:
+        """Answer peers' requests for the attestations this node holds (before the host starts)."""
+        AttestationServer(self.store).register(self.host)
+
     def use_validator(self, validator_id: DatasetId) -> None:
         """This node validates as ``validator_id``: its own ``diverged`` confirms alone."""
         self.validator_id = validator_id
@@ -151,6 +156,13 @@ class AttestationService:
             return
         self.stats["received"] += 1
         await self._take(att)
+
+    async def on_fetched(self, attestations: list[Attestation]) -> None:
+        """Attestations a pull's sources served with the dataset: taken as gossiped ones."""
+        for att in attestations:
+            if self.stopping:
+                return
+            await self._take(att)
 
     async def _offer_early(self, did: DatasetId) -> None:
         for att in self._early.pop(did, []):

@@ -37,7 +37,8 @@ class FollowList:
     Args:
         ws: the workspace (aliases resolve against it; ``follow.json`` lives in it).
         configured: the entries of the configuration (not written to ``follow.json``).
-        on_follow: called after every `follow` (the daemon wakes its head watcher).
+        on_follow: called after every `follow` and every `unfollow` that removed an
+            entry (the daemon wakes its head watcher, which joins and leaves shards).
     """
 
     def __init__(
@@ -128,6 +129,7 @@ class FollowList:
             return False
         self._entries.remove(entry)
         self._save()
+        self._on_follow()
         return True
 
     def ids(self) -> set[DatasetId]:

@@ -8,7 +8,10 @@ gossip; a new head of a replica is returned with the owner's record when the nod
 it (a push or a pull brought it), and noted in `HeadWatcher.changed` (a replica moved).
 A full scan returns every held head (re-announcements for late joiners). The watcher also
 answers the exchange server (`HeadWatcher.record_json`) and the gossip validator
-(`HeadWatcher.is_fresh`), and counts what it announced.
+(`HeadWatcher.is_fresh`), and counts what it announced. With content routing on
+(``routing``, `node.daemon.routing.ContentRouting`), every announced record is also
+published in the DHT: this node provides the dataset and stores the signed record (once
+per record; signed here, pulled or pushed, it makes one more provider).
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from fbs.did import DatasetAlias, DatasetId
 from fbs.errors import FbsError, OdfError
 from fbs.multiformats import Multihash
 from node.daemon.log import dataset_fields, event
+from node.daemon.routing import ContentRouting
 from p2p.errors import Equivocation, P2PError, StaleHead
 from p2p.head_record import HeadRecord, sign_head
 from p2p.head_store import HeadStore
@@ -50,13 +54,14 @@ class HeadWatcher:
         ws / head_store: the daemon's.
 
     ``gossip`` (where records are announced) is set by the daemon after construction:
-    the gossip needs `is_fresh` first.
+    the gossip needs `is_fresh` first; so is ``routing`` (``None``: no DHT).
     """
 
     def __init__(self, ws: Workspace, head_store: HeadStore) -> None:
         self.ws = ws
         self.head_store = head_store
         self.gossip: HeadGossip | None = None
+        self.routing: ContentRouting | None = None
         #: The last head seen per dataset.
         self.seen: dict[DatasetId, Multihash] = {}
         #: Replicas whose head moved since the last round (push, ``odf pull``).
@@ -168,8 +173,10 @@ class HeadWatcher:
         return out
 
     async def announce(self, record: HeadRecord) -> None:
-        """Gossip ``record`` (errors are logged, never raised)."""
+        """Gossip ``record`` and publish it in the DHT (errors are logged, never raised)."""
         assert self.gossip is not None
+        if self.routing is not None:
+            self.routing.publish(record)
         try:
             await self.gossip.announce(record)
         except (P2PError, OdfError) as e:

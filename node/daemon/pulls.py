@@ -11,6 +11,14 @@ retry with jittered exponential backoff, and resume: objects already stored are 
 peers. Heads heard of (`PullScheduler.known`), queued pulls and the last finished ones
 (`PullRecord`) are kept for ``/api/status``.
 
+Content routing (``dht: true``, `node.daemon.routing.ContentRouting`): a pull that no
+connected peer can serve asks the DHT for the dataset's providers and dials them before
+it fails; `probe_peers` hands a wanted dataset no connected peer serves to the DHT
+lookups (what they find comes back through `PullScheduler.on_found`); `resolve` (what
+``odf pull did:...`` asks the running node) falls back to the DHT the same way. Every
+record found so is checked against the head store like a gossiped one, and the pull
+itself goes through the one verified receive path (`p2p.sync.pull_dataset`).
+
 Retries never give up on a head while it is the newest one wanted (a peer
 that answers ``busy`` under abuse must not make an honest follower drop the head): after
 ``pull_attempts`` fast tries the delay stays at `MAX_RETRY_DELAY_S`; each delay is
@@ -40,8 +48,11 @@ from fbs.errors import FbsError, OdfError
 from node.daemon.config import NodeConfig
 from node.daemon.follow import FollowList
 from node.daemon.log import dataset_fields, event
+from node.daemon.routing import ContentRouting, Found
+from node.remote.attestations import fetch_from_peers
 from node.remote.replica_names import replica_alias
 from node.worker_threads import WorkerThreads
+from p2p.attestation import Attestation
 from p2p.errors import (
     Equivocation,
     InvalidHeadRecord,
@@ -180,6 +191,8 @@ class PullScheduler:
         on_pulled: called after each successful pull (before the next one starts).
         on_equivocation: called when a received record conflicts with the held one.
         threads: the daemon's worker threads (blocking calls it waits for at stop).
+        on_attestations: given the attestations the sources of a pull hold for the
+            dataset (signatures checked, nothing stored yet).
     """
 
     def __init__(
@@ -196,6 +209,7 @@ class PullScheduler:
         on_pulled: Callable[[DatasetId, HeadRecord], Awaitable[None]],
         on_equivocation: Callable[[], None],
         threads: WorkerThreads,
+        on_attestations: Callable[[list[Attestation]], Awaitable[None]] | None = None,
     ) -> None:
         self.ws = ws
         self.threads = threads
@@ -208,8 +222,11 @@ class PullScheduler:
         self._refusal = refusal
         self._on_pulled = on_pulled
         self._on_equivocation = on_equivocation
+        self._on_attestations = on_attestations
         #: Set once the host runs (`node.daemon.service.NodeDaemon.start`).
         self.client: ExchangeClient | None = None
+        #: Content routing over the DHT (``None``: ``dht: false``); set by the daemon.
+        self.routing: ContentRouting | None = None
         self.wants: dict[DatasetId, _Want] = {}
         self.known: OrderedDict[DatasetId, _Known] = OrderedDict()
         self._history: deque[PullRecord] = deque(maxlen=PULL_HISTORY)
@@ -426,6 +443,10 @@ class PullScheduler:
     async def _pull_once(self, record: HeadRecord, providers: Sequence[str]) -> PullResult:
         assert self.client is not None
         peers = await self.sources_for(record, providers)
+        if not peers and self.routing is not None:
+            # Nobody connected serves it (an announcement heard from afar): ask the DHT.
+            found = await self.routing.find(record.dataset_id)
+            peers = await self.sources_for(record, [*found.connected, *providers])
         if not peers:
             raise PeerUnavailable(f"no reachable peer serves {record.dataset_id} at {record.head}")
         sources: list[ObjectSource] = [
@@ -438,7 +459,7 @@ class PullScheduler:
             seq=record.sequence_number,
             sources=peers,
         )
-        return await pull_dataset(
+        result = await pull_dataset(
             self.ws,
             sources,
             dataset_id=record.dataset_id,
@@ -447,6 +468,9 @@ class PullScheduler:
             head_record=record,
             head_store=self.head_store,
         )
+        if self._on_attestations is not None:  # the verdicts its sources hold
+            await self._on_attestations(await fetch_from_peers(sources))
+        return result
 
     def _resume_candidates(self) -> set[DatasetId]:
         """Datasets worth asking peers about: followed, half-pulled, behind their record."""
@@ -479,12 +503,14 @@ class PullScheduler:
                 self.queue(held, None)
             # Half-pulled clones are resumed even when only `all` is followed.
             wanted = self.follows.is_followed(did) or self._is_staged(did)
+            served = False
             for peer in peers:
                 if not wanted and not behind:
                     break
                 record = await self._probe(peer, did)
                 if record is None:
                     continue
+                served = True
                 self.remember(record, peer)
                 if held is not None and record.sequence_number <= held.sequence_number:
                     if record.head == held.head and did in self.wants:
@@ -497,6 +523,26 @@ class PullScheduler:
                 except P2PError:
                     continue
                 self.queue(record, peer)
+            if not served and wanted and self.routing is not None:
+                self.routing.want(did)  # nobody connected has it: look it up in the DHT
+
+    def is_wanted(self, did: DatasetId) -> bool:
+        """Whether a DHT lookup of ``did`` is still useful: wanted here and not held."""
+        if self.ws.keys.has(did) or self.stopping:
+            return False
+        if not (self.follows.is_followed(did) or self._is_staged(did)):
+            return False
+        with contextlib.suppress(StorageError, OSError):
+            layout = DatasetLayout(self.ws.datasets_dir / did.as_multibase())
+            return layout.refs.get_or_none("head") is None
+        return True
+
+    async def on_found(self, found: Found) -> None:
+        """A DHT lookup found a record and connected providers: pull it like gossip."""
+        if found.record is None:
+            return
+        for peer in reversed(found.connected):
+            await self.offer(found.record, peer)
 
     def _is_staged(self, did: DatasetId) -> bool:
         return (self.ws.root / "staging" / f"pull-{did.as_multibase()}").is_dir()
@@ -505,11 +551,21 @@ class PullScheduler:
         """What the network says about ``did``: best record and peers that serve it."""
         self.peers.connected = sorted(await self.threads.run(self.host.peers))
         peers = [p for p in self.peers.connected if p != self.host.peer_id]
-        records = await asyncio.gather(*(self._probe(p, did) for p in peers))
+        records = list(await asyncio.gather(*(self._probe(p, did) for p in peers)))
         best: HeadRecord | None = None
         known = self.known.get(did)
         if known is not None:
             best = known.record
+        if self.routing is not None and not any(r is not None for r in records):
+            # No connected peer has it: find its providers in the DHT and ask them.
+            try:
+                found = await self.routing.find(did)
+            except P2PError:
+                found = Found(did, None, False, (), ())  # the host is restarting
+            fresh = [p for p in found.connected if p not in peers]
+            peers += fresh
+            records += await asyncio.gather(*(self._probe(p, did) for p in fresh))
+            best = best or found.record  # what providers serve may raise it below
         for r in records:
             if r is not None and (best is None or r.sequence_number > best.sequence_number):
                 best = r

@@ -9,7 +9,8 @@ libp2p host (identity in ``.odf/p2p/identity.key``), the object exchange server
 (heads signed and announced), `node.daemon.pulls.PullScheduler` (pulls of followed
 datasets), `node.daemon.follow.FollowList` (what is replicated),
 `node.daemon.attest.AttestationService` (attestations and disputes),
-`node.daemon.validation.ValidationFeed` (``validator: true``), `node.daemon.web.DaemonWeb`
+`node.daemon.validation.ValidationFeed` (``validator: true``),
+`node.daemon.routing.ContentRouting` (``dht: true``), `node.daemon.web.DaemonWeb`
 (the HTTP API) with `node.daemon.status.DaemonStatus`, `node.daemon.liveness` (the listener
 as a new peer sees it), `node.runfile` (one node per workspace) and `node.daemon.log`.
 
@@ -45,9 +46,11 @@ from node.daemon.attest import AttestationService
 from node.daemon.config import NodeConfig
 from node.daemon.follow import FollowList
 from node.daemon.heads import HeadWatcher
+from node.daemon.host import IDENTITY_FILE, make_host
 from node.daemon.liveness import ListenerLiveness
 from node.daemon.log import event, setup_logging
 from node.daemon.pulls import PeerView, PullRecord, PullScheduler
+from node.daemon.routing import ContentRouting
 from node.daemon.status import DaemonStatus
 from node.daemon.validation import ValidationFeed
 from node.daemon.watch import WatchRound
@@ -69,7 +72,6 @@ from p2p.head_record import HeadRecord
 from p2p.head_store import HeadStore
 from p2p.libp2p.exchange import ExchangeClient, ExchangeServer
 from p2p.libp2p.gossip import HeadGossip
-from p2p.libp2p.host import GossipSettings, HostConfig, P2PHost
 from p2p.peers import PeerScores, ScoringPolicy
 from storage.workspace import Workspace
 
@@ -91,29 +93,8 @@ __all__ = [
     "setup_logging",
 ]
 
-#: Identity key file, relative to the workspace root (``.odf/``).
-IDENTITY_FILE: Final = "p2p/identity.key"
 #: How long `NodeDaemon.stop` waits for cancelled pulls (seconds).
 STOP_PULLS_TIMEOUT_S: Final = 10.0
-
-
-def _make_host(workspace: Workspace, config: NodeConfig, scores: PeerScores) -> P2PHost:
-    """The libp2p host of ``config``, its identity kept in the workspace."""
-    gossip = GossipSettings(
-        rate_per_peer=config.gossip_rate_per_peer, burst_per_peer=config.gossip_burst_per_peer
-    )
-    return P2PHost(
-        HostConfig(
-            listen_addrs=config.listen,
-            gossip=gossip,
-            # Dialled by `WatchRound.dial_bootstrap` once gossipsub runs: py-libp2p 0.8.1
-            # dials `bootstrap` inside host.run, before the pubsub service exists, and the
-            # pubsub notifee then fails the whole host.
-            identity_path=workspace.root / IDENTITY_FILE,
-            enable_mdns=config.mdns,
-        ),
-        scores=scores,
-    )
 
 
 class NodeDaemon:
@@ -140,7 +121,7 @@ class NodeDaemon:
         self.config = config
         self.head_store = HeadStore.for_workspace(workspace.root)
         self.scores = PeerScores(ScoringPolicy(ban_duration_s=config.ban_duration_s))
-        self.host = _make_host(workspace, config, self.scores)
+        self.host = make_host(workspace, config, self.scores)
         #: Probes our own listener as a new peer would; restarts the host if it is dead.
         self.liveness = ListenerLiveness(self.host)
         #: Blocking calls of the background tasks: `stop` waits for them (they write).
@@ -180,12 +161,28 @@ class NodeDaemon:
             refusal=self.attest.refusal,
             on_pulled=self._on_pulled,
             on_equivocation=self.attest.mark_disputes_dirty,
+            on_attestations=self.attest.on_fetched,
             threads=self.threads,
         )
         self._wire(wake)
 
+    def _route(self) -> ContentRouting | None:
+        """Content routing over the DHT (``dht: true``), known to the pulls and the watcher."""
+        if not self.config.dht:
+            return None
+        routing = ContentRouting(
+            self.ws,
+            self.host,
+            lookup_interval_s=self.config.dht_lookup_interval_s,
+            on_found=self.pulls.on_found,
+            is_wanted=self.pulls.is_wanted,
+        )
+        self.pulls.routing = self.watcher.routing = routing
+        return routing
+
     def _wire(self, wake: asyncio.Event) -> None:
         """The parts that drive the others: the round, the HTTP side and its status."""
+        self.routing = self._route()
         self.round = WatchRound(
             self.config,
             self.host,
@@ -219,6 +216,7 @@ class NodeDaemon:
             self.validation,
             http_url=lambda: self.web.url,
             liveness=self.liveness,
+            routing=self.routing,
         )
 
     # -- lifecycle -----------------------------------------------------------------------
@@ -242,6 +240,7 @@ class NodeDaemon:
     async def _start(self) -> None:
         self.follows.load()
         self.server.register(self.host)
+        self.attest.serve()
         await self.host.start()
         self.pulls.client = ExchangeClient(self.host)
         await self.gossip.start()
@@ -259,6 +258,8 @@ class NodeDaemon:
             self._run_file.publish(info)
         self._tasks.append(asyncio.create_task(self.round.run(), name="head-watcher"))
         self._tasks.append(asyncio.create_task(self.liveness.run(), name="listener-liveness"))
+        if self.routing is not None:
+            self._tasks.append(asyncio.create_task(self.routing.run(), name="content-routing"))
         if self.worker is not None:
             self._tasks.append(asyncio.create_task(self.worker.run(), name="validator"))
             for did in await self.threads.run(self.validation.replicas):

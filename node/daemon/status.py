@@ -1,6 +1,10 @@
 """What the daemon reports about itself (`node.daemon.service`): ``/api/status`` and ``/api/peers``.
 
 `DaemonStatus` reads the parts' live state on every call; it keeps none of its own.
+With content routing on, ``/api/status`` has ``dht`` (routing-table size, datasets
+provided, lookups, the providers each lookup found) and every ``/api/peers`` row says
+whether the peer is in the DHT routing table (``inRoutingTable``; peers only there are
+listed too) and which datasets it was found providing (``provides``, DIDs).
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from node.daemon.heads import HeadWatcher
 from node.daemon.liveness import ListenerLiveness
 from node.daemon.log import dataset_fields
 from node.daemon.pulls import PeerView, PullScheduler
+from node.daemon.routing import ContentRouting
 from node.daemon.validation import ValidationFeed
 from p2p.libp2p.exchange import ExchangeServer
 from p2p.libp2p.gossip import HeadGossip
@@ -46,12 +51,16 @@ class DaemonStatus:
     http_url: Callable[[], str]
     #: The listener's self-probe (`node.daemon.liveness`).
     liveness: ListenerLiveness | None = None
+    #: Content routing over the DHT (``None``: off).
+    routing: ContentRouting | None = None
 
     def peers_info(self) -> list[dict[str, Any]]:
         """``/api/peers``: connected peers and every scored one."""
         standings = {s.peer: s for s in self.scores.snapshot()}
+        table = frozenset() if self.routing is None else self.routing.routing_peers()
+        provides = {} if self.routing is None else self.routing.providers_of()
         rows = []
-        for peer in sorted(set(self.peers.connected) | set(standings)):
+        for peer in sorted(set(self.peers.connected) | set(standings) | table):
             s = standings.get(peer)
             rows.append(
                 {
@@ -62,6 +71,8 @@ class DaemonStatus:
                     "banned": bool(s and s.banned_until is not None),
                     "offences": s.offences if s else 0,
                     "lastReason": s.last_reason if s else None,
+                    "inRoutingTable": peer in table,
+                    "provides": provides.get(peer, []),
                 }
             )
         return rows
@@ -85,6 +96,7 @@ class DaemonStatus:
             "recentPulls": [r.to_dict() for r in self.pulls.history],
             "networkHeads": len(self.pulls.known),
             "announced": self.watcher.announced,
+            "dht": {"enabled": False} if self.routing is None else self.routing.status(),
             "gossip": {
                 "rejected": self.gossip.rejected,
                 "duplicates": self.gossip.duplicates,

@@ -8,6 +8,8 @@ get the object checks, derivative blocks are replayed on the engine (``engine_ad
 an injected client, or `node.engine_manager.get_engine`); a block whose input blocks are
 not replicated yet waits for them. Verdicts are signed with ``.odf/p2p/validator.key``
 and handed to the attestation service (`node.daemon.attest.AttestationService.publish`).
+A followed dataset or input that no connected peer holds is found as every follow is:
+through the DHT (`node.daemon.routing`), by its DID alone.
 """
 
 from __future__ import annotations

@@ -1,11 +1,15 @@
 """The daemon's watcher round (`node.daemon.service`): peers, heads to announce, peers to probe.
 
 `WatchRound.run` repeats one round every ``head_poll_interval_s``, or sooner when woken
-(the ``wake`` event: a new follow). A round refreshes the peer view (connected peers,
-the mesh of the heads topic), has the head watcher (`node.daemon.heads.HeadWatcher`)
-scan and announce: every held head on the first round, when peers joined the topic
-(after `JOIN_ANNOUNCE_DELAY_S`) and every ``reannounce_interval_s``, so late joiners
-learn them. It hands replicas that moved to ``on_new_head``, runs the attestation round
+(the ``wake`` event: a follow or an unfollow). A round first keeps the head gossip's
+shard subscriptions to the followed datasets (`p2p.libp2p.gossip.HeadGossip.follow`:
+every shard when ``all`` is followed; the shards of published heads and the backbone
+are kept by the gossip itself), refreshes the peer view (connected peers, the peers
+subscribed to any head topic this node is in), has the head watcher
+(`node.daemon.heads.HeadWatcher`) scan and announce: every held head on the first
+round, when peers joined a topic (after `JOIN_ANNOUNCE_DELAY_S`) and every
+``reannounce_interval_s``, so late joiners learn them. It hands replicas that moved to
+``on_new_head``, runs the attestation round
 (`node.daemon.attest.AttestationService.round`) and has the pull scheduler probe peers:
 all of them on the first round and when woken, the ones that just joined otherwise. A
 round that fails is logged and the next one runs. Beside the rounds, the bootstrap peers
@@ -30,7 +34,6 @@ from node.daemon.heads import HeadWatcher
 from node.daemon.log import event
 from node.daemon.pulls import PeerView, PullScheduler
 from node.worker_threads import WorkerThreads
-from p2p.libp2p.gossip import HEADS_TOPIC
 from p2p.libp2p.host import P2PHost
 
 __all__ = ["JOIN_ANNOUNCE_DELAY_S", "WatchRound"]
@@ -106,6 +109,7 @@ class WatchRound:
 
     async def _step(self) -> None:
         """One round."""
+        await self._follow_shards()
         joined, full = await self._refresh_peers()
         if time.monotonic() - self._last_full >= self._config.reannounce_interval_s:
             full, self._last_full = True, time.monotonic()
@@ -125,10 +129,23 @@ class WatchRound:
             await self._pulls.probe_peers(sorted(joined))
         self._first = False
 
+    async def _follow_shards(self) -> None:
+        """Subscribe to the shards of the followed datasets, leave the unfollowed ones."""
+        gossip, follows = self._watcher.gossip, self._pulls.follows
+        if gossip is not None:
+            ids = await self._threads.run(follows.ids)
+            await gossip.follow(ids, every_shard=follows.all)
+
+    async def _topic_peers(self) -> frozenset[str]:
+        """Peers subscribed to any head topic this node is subscribed to."""
+        gossip = self._watcher.gossip
+        topics = sorted(gossip.topics) if gossip is not None else []
+        return frozenset(await self._threads.run(self._host.topic_peers, topics))
+
     async def _refresh_peers(self) -> tuple[frozenset[str], bool]:
-        """Update the peer view; the peers that joined the topic, and whether to announce all."""
+        """Update the peer view; the peers that joined a topic, and whether to announce all."""
         peers = await self._threads.run(self._host.peers)
-        topic_peers = frozenset(await self._threads.run(self._host.mesh_peers, HEADS_TOPIC))
+        topic_peers = await self._topic_peers()
         self._peers.connected = sorted(peers)
         joined = topic_peers - self._peers.subscribed
         self._peers.subscribed = topic_peers

@@ -7,7 +7,8 @@ are refused (`node.http.auth`). On top come the attestation routes
 (`node.http.attestations`) and the daemon's JSON endpoints:
 
 * ``/api/follow``: GET the follow list; POST / DELETE ``{"dataset": REF}`` follows or
-  unfollows (`node.daemon.follow.FollowList`);
+  unfollows (`node.daemon.follow.FollowList`); REF is an alias, a DID or ``all`` for
+  both (a follow of an alias is stored as its DID, and unfollowing the alias removes it);
 * ``/api/network/{ref}``: what the network says about a dataset (DID or multibase id;
   `node.daemon.pulls.PullScheduler.resolve`);
 * ``/api/heard/{name}``: the newest heads heard whose publisher signed the alias
@@ -39,7 +40,7 @@ from node.http.auth import load_or_create_token
 from p2p.attestation_store import AttestationStore
 from p2p.head_store import HeadStore
 from p2p.http.server import Route
-from storage.errors import DatasetNotFound
+from storage.errors import DatasetNotFound, StorageError
 from storage.workspace import Workspace
 
 __all__ = ["DaemonWeb"]
@@ -145,12 +146,22 @@ class DaemonWeb:
         except (ValueError, KeyError, TypeError) as e:
             return web.json_response({"error": f"bad request: {e}"}, status=400)
         if request.method == "DELETE":
-            return web.json_response({"removed": follows.unfollow(ref), "follow": follows.entries})
+            removed = follows.unfollow(ref) or follows.unfollow(self._did_of(ref))
+            return web.json_response({"removed": removed, "follow": follows.entries})
         try:
             entry = follows.follow(ref)
         except (UsageError, DatasetNotFound) as e:
             return web.json_response({"error": str(e)}, status=http_status_for(e))
         return web.json_response({"followed": entry, "follow": follows.entries})
+
+    def _did_of(self, ref: str) -> str:
+        """The DID a follow of alias ``ref`` stored (``ref`` itself if no dataset has it)."""
+        if ref.strip() == "all" or ref.strip().startswith("did:"):
+            return ref
+        try:
+            return self._ws.resolve(ref.strip()).id.to_did_odf()
+        except (StorageError, FbsError):
+            return ref
 
     async def _api_disputes(self, _request: web.Request) -> web.StreamResponse:
         return web.json_response(await self._attest.publisher_records_json())

@@ -25,8 +25,9 @@ the daemon's follow/unfollow, attestation posts) needs ``Authorization: Bearer
 smart push WebSocket (a GET that writes). Reads stay open to
 non-browser clients (kamu, curl): they send no ``Origin``.
 
-Node-wide JSON: ``GET /api/status``, ``GET /api/datasets``, ``GET /api/peers`` (peers
-from an injected provider, empty by default).
+Node-wide JSON: ``GET /api/status``, ``GET /api/datasets`` (every dataset by alias, from
+the row cache the web UI's pages share, `node.web.rows`: a row is read again only when
+its head moves), ``GET /api/peers`` (peers from an injected provider, empty by default).
 
 Hostile input: any request path with an encoded separator (``%2f``, ``%5c``), a NUL, or
 a ``.``/``..`` segment is refused with 400 before routing; hashes are parsed with
@@ -37,6 +38,7 @@ parsed value, so no user text reaches a filesystem path.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import tempfile
 import time
@@ -49,7 +51,6 @@ from urllib.parse import unquote
 from aiohttp import web
 
 from fbs.did import DatasetId
-from fbs.errors import FbsError
 from fbs.keys import KeyPair
 from node.error_contract import http_status_for
 from node.errors import ReplicaReadOnly
@@ -58,7 +59,7 @@ from node.ingest.errors import IngestError
 from node.ownership import require_owned_dataset
 from node.usecases.ingest import IngestOptions, ingest_into
 from node.web import mount as mount_web_ui
-from p2p.errors import P2PError
+from node.web.rows import RowCache, SignedHeads, api_rows
 from p2p.head_store import HeadStore
 from p2p.http.server import (
     MAX_BATCH_BLOCKS,
@@ -77,7 +78,7 @@ from p2p.http.server import (
     open_dataset,
 )
 from p2p.smart_transfer.server import SMART_PUSH_SUFFIX, SMART_ROUTES
-from storage.errors import RefCASFailed, StorageError
+from storage.errors import RefCASFailed
 from storage.object_store import DEFAULT_MAX_OBJECT_SIZE
 from storage.workspace import Workspace
 
@@ -155,6 +156,9 @@ _CFG: Final = web.AppKey("config", HttpApiConfig)
 _HOOKS: Final = web.AppKey("hooks", _Hooks)
 _STARTED: Final = web.AppKey("started", float)
 _POLICY: Final = web.AppKey("access_policy", AccessPolicy)
+#: The dataset rows the web UI's pages and ``/api/datasets`` share (`node.web.rows`).
+_ROWS: Final = web.AppKey("dataset_rows", tuple[RowCache, SignedHeads])
+_WARMING: Final = web.AppKey("dataset_rows_warm_up", asyncio.Task[object])
 
 
 # -- path safety ----------------------------------------------------------------------------
@@ -299,38 +303,25 @@ async def api_status(request: web.Request) -> web.StreamResponse:
     return web.json_response(doc)
 
 
-def _dataset_rows(ws: Workspace, store: HeadStore) -> list[dict[str, Any]]:
-    rows = []
-    for entry in ws.list():
-        try:
-            state = ws.get(entry.id).state()
-        except (StorageError, FbsError):
-            state = None
-        try:
-            held = store.get(entry.id)
-        except P2PError:
-            held = None
-        rows.append(
-            {
-                "alias": entry.alias,
-                "id": entry.id.to_did_odf(),
-                "head": state.head.to_multibase() if state else None,
-                "sequenceNumber": state.sequence_number if state else None,
-                "kind": state.kind.name if state else None,
-                "records": state.num_records if state else 0,
-                "dataSize": state.data_size if state else 0,
-                "signedHead": held.to_dict() if held is not None else None,
-                "owned": ws.keys.has(entry.id),
-            }
-        )
-    return rows
-
-
 async def api_datasets(request: web.Request) -> web.StreamResponse:
-    rows = await asyncio.to_thread(
-        _dataset_rows, request.app[SERVER].workspace, request.app[SERVER].head_store
-    )
+    cache, signed = request.app[_ROWS]
+    rows = await asyncio.to_thread(api_rows, request.app[SERVER].workspace, cache, signed)
     return web.json_response(rows)
+
+
+async def _warm_rows(app: web.Application) -> None:
+    """Read every dataset's row and signed head once in the background as the server
+    starts, so the first page or ``/api/datasets`` finds them cached."""
+    cache, signed = app[_ROWS]
+    work = asyncio.to_thread(api_rows, app[SERVER].workspace, cache, signed)
+    app[_WARMING] = asyncio.create_task(work, name="dataset-rows-warm-up")
+
+
+async def _warmed(app: web.Application) -> None:
+    task = app.get(_WARMING)
+    if task is not None:
+        with contextlib.suppress(Exception):
+            await task  # a thread cannot be cancelled: it ends with its last row
 
 
 async def api_peers(request: web.Request) -> web.StreamResponse:
@@ -428,6 +419,10 @@ def create_app(
     if setup is not None:
         setup(app)
     # The web UI's pages (`node.web`) first: behind the same guard, no route shadows them.
-    ui = mount_web_ui(app, peers=app[_HOOKS].peers, status=app[_HOOKS].status)
+    rows = RowCache()
+    app[_ROWS] = (rows, SignedHeads(app[SERVER].head_store))
+    app.on_startup.append(_warm_rows)
+    app.on_cleanup.append(_warmed)
+    ui = mount_web_ui(app, peers=app[_HOOKS].peers, status=app[_HOOKS].status, rows=rows)
     add_routes(app, (*ui, *ROUTES, *extra_routes, CATCH_ALL))
     return app

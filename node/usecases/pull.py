@@ -6,7 +6,7 @@ Each reference is classified (`classify`) and pulled by its kind (`pull_one`):
   URL (`node.usecases.fetch`), with the attestations the node holds for its blocks;
 - a peer address ``/ip4/H/tcp/P/p2p/PEER[/did:odf:...]``, or a dataset ID not in the
   workspace: a verified pull over libp2p (an unknown DID is resolved through the peers
-  of the running node);
+  of the running node), with the attestations those peers hold for its blocks;
 - a replica (a dataset whose key this workspace does not hold, or with a pull alias):
   updated from its pull alias and the running node's peers (`node.usecases.replica`),
   never by polling or transforming here (that would fork its history from the
@@ -91,6 +91,8 @@ class PullOptions:
         require_signed: remote sources: refuse a head not signed by the dataset key.
         remember_alias: URLs: remember the URL as the dataset's pull alias.
         quiet: no progress lines from transfers.
+        everything: the pull of the whole workspace (``--all``): a replica with nowhere
+            to look for newer heads is passed by (`PullOutcome.passed_by`), not failed.
     """
 
     recursive: bool = False
@@ -100,6 +102,7 @@ class PullOptions:
     require_signed: bool = False
     remember_alias: bool = True
     quiet: bool = False
+    everything: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,6 +125,7 @@ class PullOutcome:
         transformed: a derivative's result (upstream derivatives in it).
         disputed: a local dataset whose data validators found does not reproduce.
         attestations: replicas: attestations of their blocks brought from the source.
+        passed_by: why nothing was tried (``--all``: a replica with no source to ask).
     """
 
     target: PullTarget
@@ -130,6 +134,7 @@ class PullOutcome:
     transformed: TransformResult | None = None
     disputed: str | None = None
     attestations: int = 0
+    passed_by: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -282,9 +287,15 @@ def pull_one(
     """
     kind = target.kind
     if kind is PullKind.NETWORK:
-        return PullOutcome(target, synced=_pull_network(ws, target.ref, options, on_progress))
+        synced, brought = _pull_network(ws, target.ref, options, on_progress)
+        return PullOutcome(target, synced=synced, attestations=brought)
     if kind is PullKind.REPLICA:
         from node.usecases.replica import update_replica
+
+        if options.everything and target.url is None:
+            reason = _nowhere_to_look(ws, target.ref)
+            if reason is not None:
+                return PullOutcome(target, passed_by=reason)
 
         update = update_replica(
             ws,
@@ -310,6 +321,21 @@ def pull_one(
     return PullOutcome(target, ingested=ingested, disputed=disputed_warning(ws, target.ref))
 
 
+def _nowhere_to_look(ws: Workspace, ref: str) -> str | None:
+    """Why replica ``ref`` (no pull alias) cannot be updated now, or ``None``: a node
+    runs on the workspace, whose peers and heard heads are where to look."""
+    from node.runfile import read_run_info
+
+    if read_run_info(ws) is not None:
+        return None
+    did = ws.resolve(ref).id.to_did_odf()
+    return (
+        f"{ref}: not updated: a replica of {did} with no pull alias, and no node is "
+        "running to find its publisher's newer heads; start `odf node run` here, or pull "
+        f"it once from a node URL (`odf pull http://NODE:8080/{ref}`) to give it one"
+    )
+
+
 def _fetch_options(target: PullTarget, options: PullOptions) -> FetchOptions:
     assert target.url is not None
     return FetchOptions(
@@ -319,8 +345,9 @@ def _fetch_options(target: PullTarget, options: PullOptions) -> FetchOptions:
 
 def _pull_network(
     ws: Workspace, ref: str, options: PullOptions, on_progress: OnProgress
-) -> PullResult:
-    """Pull ``ref`` (a peer address or a DID not in ``ws``) over libp2p, verified.
+) -> tuple[PullResult, int]:
+    """Pull ``ref`` (a peer address or a DID not in ``ws``) over libp2p, verified, with
+    the attestations its peers hold for it (the number accepted).
 
     Raises:
         UsageError: an unparsable reference.
@@ -344,13 +371,14 @@ def _pull_network(
 
 async def _network(
     ws: Workspace, ref: str, options: PullOptions, on_progress: OnProgress
-) -> PullResult:
+) -> tuple[PullResult, int]:
+    from node.remote.attestations import import_from_peers
     from node.remote.resolve import resolve_remote
     from p2p.sync import pull_dataset
 
     async with resolve_remote(ref, ws, dataset=options.dataset_id) as remote:
         alias = options.as_alias or remote.alias or _signed_name(ws, remote.head_record)
-        return await pull_dataset(
+        result = await pull_dataset(
             ws,
             remote.sources,
             dataset_id=remote.dataset_id,
@@ -359,6 +387,7 @@ async def _network(
             require_signed=options.require_signed,
             on_progress=on_progress,
         )
+        return result, await import_from_peers(ws, remote.sources)
 
 
 def _signed_name(ws: Workspace, record: HeadRecord | None) -> str | None:

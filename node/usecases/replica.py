@@ -12,8 +12,8 @@ heard but that no reachable source serves is an error (`SourceUnreachable`, exit
 never "up to date".
 Everything goes through the one verified receive path (`p2p.sync.pull_dataset`).
 
-The attestations of the blocks held come along from a node URL (`node.usecases.fetch`,
-`node.remote.attestations`).
+The attestations of the blocks held come along from a node URL (`node.usecases.fetch`)
+and from the libp2p peers pulled from (`node.remote.attestations`).
 """
 
 from __future__ import annotations
@@ -86,7 +86,8 @@ def update_replica(
         view = None  # a node that does not answer: what the alias said stands
     newer = _newer(ws, entry.id, view)
     if newer is not None:
-        result = _pull_network(ws, entry.alias, newer, require_signed, on_progress)
+        result, from_peers = _pull_network(ws, entry.alias, newer, require_signed, on_progress)
+        brought += from_peers
     if result is None:
         if alias_error is not None:
             raise alias_error
@@ -126,16 +127,18 @@ def _newer(ws: Workspace, did: DatasetId, view: NetworkView | None) -> NetworkVi
 
 def _pull_network(
     ws: Workspace, alias: str, view: NetworkView, require_signed: bool, on_progress: OnProgress
-) -> PullResult:
+) -> tuple[PullResult, int]:
+    """The pull from the peers ``view`` names, and the attestations they hold (accepted)."""
+    from node.remote.attestations import import_from_peers
     from node.remote.resolve import open_libp2p_sources
     from p2p.sync import pull_dataset
 
     assert view.record is not None
     record = view.record
 
-    async def run() -> PullResult:
+    async def run() -> tuple[PullResult, int]:
         async with open_libp2p_sources(record.dataset_id, list(view.addrs)) as remote:
-            return await pull_dataset(
+            result = await pull_dataset(
                 ws,
                 remote.sources,
                 dataset_id=record.dataset_id,
@@ -144,6 +147,7 @@ def _pull_network(
                 require_signed=require_signed,
                 on_progress=on_progress,
             )
+            return result, await import_from_peers(ws, remote.sources)
 
     return asyncio.run(run())
 

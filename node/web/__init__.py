@@ -4,8 +4,8 @@
 shows one (schema, metadata chain as sentences, data preview with paging, lineage graph,
 signed head and attestations), ``/ui/sql`` runs a query on the embedded engine (table and
 chart), ``/ui/network`` shows peers, bans with reasons and followed datasets (and changes
-what the node follows, with the node's token typed in: the one write). Open pages
-follow new heads over server-sent events (``/ui/events``) without reloading.
+what the node follows, by alias or DID, with the node's token typed in: the one write).
+Open pages follow new heads over server-sent events (``/ui/events``) without reloading.
 
 The stack, and why: HTML rendered on the server from small Python functions
 (`node.web.html`, `node.web.render`: every value escaped at one place, no template
@@ -16,7 +16,10 @@ build step, no framework, nothing fetched from the internet, and a Content-Secur
 Policy that allows only the node's own script and stylesheet. Modules:
 
 - `node.web.app`: routes and handlers (`mount`);
-- `node.web.views`: what pages show, read from the workspace (blocking; run in threads);
+- `node.web.rows`: one row per dataset, cached while its head stays the same (the list,
+  the live updates, the lineage graphs and the API's ``/api/datasets`` share it);
+- `node.web.views`: what the dataset page shows, read from the workspace (blocking; run
+  in threads);
 - `node.web.graph`: the lineage around a dataset, from the list rows' inputs;
 - `node.web.render`, `node.web.lineage`, `node.web.chart`, `node.web.sqlpage`: markup;
 - `node.web.live`: the head watcher behind the event stream.

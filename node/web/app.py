@@ -31,8 +31,9 @@ from node.web.render import (
     network_body,
     preview_section,
 )
+from node.web.rows import RowCache
 from node.web.sqlpage import SqlRunner, sql_body
-from node.web.views import RowCache, dataset_detail, preview
+from node.web.views import dataset_detail, preview
 from p2p.http.server import SERVER, Route
 from storage.errors import DatasetNotFound, InvalidAlias, StorageError
 from storage.workspace import Workspace
@@ -52,12 +53,12 @@ _MAX_PAGE: Final = 10_000
 class WebUi:
     """The state of the UI in one application: providers, head watcher, SQL runner."""
 
-    def __init__(self, peers: PeersProvider, status: StatusProvider) -> None:
+    def __init__(self, peers: PeersProvider, status: StatusProvider, rows: RowCache) -> None:
         self.peers = peers
         self.status = status
         self.watcher: HeadWatcher | None = None
         self.sql = SqlRunner()
-        self.rows = RowCache()
+        self.rows = rows
 
     def watcher_for(self, ws: Workspace) -> HeadWatcher:
         if self.watcher is None:
@@ -128,7 +129,9 @@ async def dataset_page(request: web.Request) -> web.StreamResponse:
 
 async def network_page(request: web.Request) -> web.StreamResponse:
     ui = request.app[_UI]
-    body = network_body(list(ui.peers()), dict(ui.status()))
+    entries = await asyncio.to_thread(_ws(request).list)
+    aliases = {k: e.alias for e in entries for k in (e.id.to_did_odf(), e.alias)}
+    body = network_body(list(ui.peers()), dict(ui.status()), aliases)
     return _html(page("Network", body, active="network"))
 
 
@@ -157,20 +160,25 @@ async def to_ui(request: web.Request) -> web.StreamResponse:
 
 
 async def _close(app: web.Application) -> None:
-    watcher = app[_UI].watcher
-    if watcher is not None:
-        await watcher.close()
+    ui = app[_UI]
+    if ui.watcher is not None:
+        await ui.watcher.close()
 
 
 def mount(
-    app: web.Application, *, peers: PeersProvider, status: StatusProvider
+    app: web.Application,
+    *,
+    peers: PeersProvider,
+    status: StatusProvider,
+    rows: RowCache | None = None,
 ) -> tuple[Route, ...]:
     """Attach the UI's state to ``app``; the routes to register (before the API's own).
 
     ``peers`` and ``status`` are the providers of ``/api/peers`` and ``/api/status``:
-    the network page shows what they report.
+    the network page shows what they report. ``rows`` is the row cache the pages share
+    (with ``/api/datasets``; default: a new one).
     """
-    app[_UI] = WebUi(peers, status)
+    app[_UI] = WebUi(peers, status, rows or RowCache())
     app.on_shutdown.append(_close)
     return (
         Route("GET", "/", to_ui),

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final
 
-from node.web.views import DatasetRow
+from node.web.rows import DatasetRow
 
 __all__ = ["MAX_DEPTH", "MAX_PER_COLUMN", "LineageGraph", "LineageNode", "lineage_graph"]
 

@@ -9,7 +9,7 @@ a push, a replication) reaches the page the same way. A scan reads the catalog a
 per dataset (about 60 ms for 1,000 datasets); the pause after a scan is at least
 `POLL_INTERVAL_S` and at least `IDLE_FACTOR` times the scan's duration, so the watcher
 never takes more than a tenth of a core however many datasets the node holds. With no
-listener nothing is read.
+listener for `LINGER_S` nothing is read.
 
 A listener whose queue is full (a stalled page) is dropped rather than letting the
 node's memory grow; its browser reconnects (EventSource retries on its own) and the page
@@ -29,7 +29,7 @@ from aiohttp import web
 
 from fbs.did import DatasetId
 from node.web.render import list_row
-from node.web.views import RowCache, heads
+from node.web.rows import RowCache, heads
 from storage.errors import StorageError
 from storage.workspace import Workspace
 
@@ -45,6 +45,9 @@ IDLE_FACTOR: Final = 9.0
 MAX_QUEUED: Final = 256
 #: A comment line every so often keeps proxies from closing an idle stream.
 KEEPALIVE_S: Final = 15.0
+#: The watcher keeps polling this long after the last listener left: a person going from
+#: page to page does not make it scan every head afresh at each page.
+LINGER_S: Final = 30.0
 #: Most listeners at once (each is one open connection).
 MAX_LISTENERS: Final = 64
 
@@ -52,10 +55,18 @@ MAX_LISTENERS: Final = 64
 class HeadWatcher:
     """Polls the workspace's heads while listeners are attached (see the module docstring)."""
 
-    def __init__(self, ws: Workspace, rows: RowCache, interval: float = POLL_INTERVAL_S) -> None:
+    def __init__(
+        self,
+        ws: Workspace,
+        rows: RowCache,
+        interval: float = POLL_INTERVAL_S,
+        linger: float = LINGER_S,
+    ) -> None:
         self.ws = ws
         self.rows = rows
         self.interval = interval
+        self.linger = linger
+        self._alone_since: float | None = None
         self._listeners: set[asyncio.Queue[str | None]] = set()
         self._task: asyncio.Task[None] | None = None
         self._seen: dict[DatasetId, str] | None = None
@@ -66,17 +77,21 @@ class HeadWatcher:
             return None
         queue: asyncio.Queue[str | None] = asyncio.Queue(MAX_QUEUED)
         self._listeners.add(queue)
+        self._alone_since = None
         if self._task is None or self._task.done():
             self._task = asyncio.create_task(self._run(), name="web-head-watcher")
         return queue
 
     def leave(self, queue: asyncio.Queue[str | None]) -> None:
-        """Detach a listener; the watcher stops with the last one."""
+        """Detach a listener; the watcher stops `LINGER_S` after the last one left."""
         self._listeners.discard(queue)
-        if not self._listeners and self._task is not None:
-            self._task.cancel()
-            self._task = None
-            self._seen = None
+        if not self._listeners and self._alone_since is None:
+            self._alone_since = time.monotonic()
+
+    def _lingered(self) -> bool:
+        """Whether nobody has listened for `linger` seconds (then the watcher stops)."""
+        alone = self._alone_since
+        return alone is not None and time.monotonic() - alone >= self.linger
 
     async def close(self) -> None:
         """End every listener's stream and stop polling (application shutdown)."""
@@ -91,13 +106,14 @@ class HeadWatcher:
             self._task = None
 
     async def _run(self) -> None:
-        while True:
+        while not self._lingered():
             spent = 0.0
             try:
                 spent = await self._poll()
             except (StorageError, OSError) as e:
                 log.warning("web head watcher: %s", e)
             await asyncio.sleep(max(self.interval, IDLE_FACTOR * spent))
+        self._seen = None  # a later listener starts from a new scan
 
     async def _poll(self) -> float:
         """Compare the heads with the last scan, send the changes; the scan's duration."""

@@ -13,7 +13,9 @@ import pyarrow as pa
 from node.web.graph import lineage_graph
 from node.web.html import ago, dataset_href, esc, human_size, short_hash, table
 from node.web.lineage import lineage_svg
-from node.web.views import PAGE_ROWS, DatasetDetail, DatasetRow
+from node.web.rows import DatasetRow
+from node.web.views import PAGE_ROWS, DatasetDetail
+from p2p.attestation import Attestation
 
 __all__ = [
     "LIST_LIMIT",
@@ -26,8 +28,9 @@ __all__ = [
     "result_table",
 ]
 
-#: Rows of the list page before "show all" (a node may hold thousands of datasets).
-LIST_LIMIT: Final = 200
+#: Rows of the list page before "show all" or a search (a node may hold thousands of
+#: datasets; a hundred fill several screens and keep the first render short).
+LIST_LIMIT: Final = 100
 LIST_HEADERS = ("Dataset", "Kind", "Head", "Blocks", "Records", "Size", "Watermark", "Updated")
 
 
@@ -104,6 +107,19 @@ def _facts(row: DatasetRow, now: _dt.datetime) -> str:
     return "<dl class=facts>" + "".join(f"<dt>{k}</dt><dd>{v}</dd>" for k, v in items) + "</dl>"
 
 
+def _attestation_row(a: Attestation) -> str:
+    """One attestation: validator and block shortened, whole in their ``title``."""
+    validator, block = a.validator.to_did_key(), a.block_hash.to_multibase()
+    return (
+        f'<tr class="verdict-{esc(a.verdict.value)}">'
+        f'<td><code title="{esc(validator)}">{esc(short_hash(validator, 16))}</code></td>'
+        f"<td>{a.sequence_number}</td>"
+        f'<td><code title="{esc(block)}">{esc(short_hash(block))}</code></td>'
+        f"<td>{esc(a.verdict.value)}</td><td>{esc(a.detail)}</td>"
+        f"<td>{esc(a.system_time.to_rfc3339())}</td></tr>"
+    )
+
+
 def _trust(detail: DatasetDetail) -> str:
     signed = detail.signed_head
     head = detail.row.head
@@ -120,14 +136,7 @@ def _trust(detail: DatasetDetail) -> str:
     if status is None or not status.attestations:
         atts = "<p>No attestations: no validator has reported on this chain.</p>"
     else:
-        rows = (
-            f'<tr class="verdict-{esc(a.verdict.value)}"><td><code>'
-            f"{esc(short_hash(a.validator.to_did_key(), 16))}</code></td>"
-            f"<td>{a.sequence_number}</td><td><code>{esc(short_hash(a.block_hash.to_multibase()))}"
-            f"</code></td><td>{esc(a.verdict.value)}</td><td>{esc(a.detail)}</td>"
-            f"<td>{esc(a.system_time.to_rfc3339())}</td></tr>"
-            for a in status.attestations
-        )
+        rows = (_attestation_row(a) for a in status.attestations)
         headers = ("Validator", "Block", "Hash", "Verdict", "Detail", "Checked")
         atts = table(headers, rows)
         if status.disputed:
@@ -135,7 +144,7 @@ def _trust(detail: DatasetDetail) -> str:
                 '<p class="error">Disputed: a validator found a block that does not '
                 "reproduce from its inputs.</p>" + atts
             )
-    return f"<h2>Signed head and attestations</h2>{sig}{atts}"
+    return f'<section id="trust"><h2>Signed head and attestations</h2>{sig}{atts}</section>'
 
 
 def _events(detail: DatasetDetail, now: _dt.datetime) -> str:
@@ -217,8 +226,23 @@ FOLLOW_FORM: Final = (
 )
 
 
-def network_body(peers: Sequence[Mapping[str, Any]], status: Mapping[str, Any]) -> str:
-    """The network page: this node, its peers (bans with reasons), followed datasets."""
+def _followed(entry: str, aliases: Mapping[str, str]) -> str:
+    """A follow entry (a DID, an alias, ``all``), linked to the dataset held under it."""
+    alias = aliases.get(entry)
+    if alias is None:
+        return f"<code>{esc(entry)}</code>"
+    link = f'<a href="{dataset_href(alias)}">{esc(alias)}</a>'
+    return link if alias == entry else f"{link} <code>{esc(entry)}</code>"
+
+
+def network_body(
+    peers: Sequence[Mapping[str, Any]],
+    status: Mapping[str, Any],
+    aliases: Mapping[str, str] | None = None,
+) -> str:
+    """The network page: this node, its peers (bans with reasons), followed datasets
+    (named by their alias here, from ``aliases``: DID or alias -> alias)."""
+    aliases = aliases or {}
     peer_rows = (
         f'<tr class="{"banned" if p.get("banned") else ""}"><td><code>{esc(p.get("peerId"))}'
         f"</code></td><td>{'yes' if p.get('connected') else 'no'}</td>"
@@ -233,7 +257,7 @@ def network_body(peers: Sequence[Mapping[str, Any]], status: Mapping[str, Any]) 
     )
     follow = list(status.get("follow") or [])
     follow_html = (
-        "<ul>" + "".join(f"<li>{esc(f)}</li>" for f in follow) + "</ul>"
+        "<ul>" + "".join(f"<li>{_followed(f, aliases)}</li>" for f in follow) + "</ul>"
         if follow
         else "<p>No dataset followed.</p>"
     )

@@ -8,9 +8,12 @@ here runs in the host's trio thread.
   peers that talk to it first or that a lookup returns), so bootstrap links are enough
   for lookups to reach the whole swarm.
 * Providers: `provide` announces this node as a holder of a dataset to the closest
-  peers of `p2p.dht.keys.provider_key`; `run` re-announces every provided dataset each
-  `DhtSettings.reprovide_interval_s`. Records expire at the storing peers after
-  py-libp2p's 48 h (swept every 10 min), so a holder that stops re-announcing drops out.
+  peers of `p2p.dht.keys.provider_key`; `find_providers` asks the closest peers of that
+  key (never the local store alone) and returns each holder once; `run` re-announces
+  every provided dataset each `DhtSettings.reprovide_interval_s`, and stores again the
+  newest head record this node put for it (storing peers that joined since learn it).
+  Records expire at the storing peers after py-libp2p's 48 h (swept every 10 min), so
+  a holder that stops re-announcing drops out.
 * Heads: `put_head` refuses locally what a storing peer would refuse (a lower or equal
   sequence number; a different head at the same one is kept as evidence), then stores
   the record at the closest peers. `get_head` never answers from the local store
@@ -126,6 +129,8 @@ class DhtNode:
             strict_validation=True,
         )
         self._provided: set[DatasetId] = set()
+        #: The newest head record put per dataset (stored again with each re-provide).
+        self._heads: dict[DatasetId, HeadRecord] = {}
         self._offer_limiter = trio.CapacityLimiter(_OFFERS_AT_ONCE)
         self._peers_send, self._peers_recv = trio.open_memory_channel[ID](_PEER_QUEUE)
         host.get_network().register_notifee(_PeerFeed(self._peers_send))
@@ -167,16 +172,28 @@ class DhtNode:
     async def _reprovide_loop(self) -> None:
         while True:
             await trio.sleep(self.settings.reprovide_interval_s)
-            for dataset_id in sorted(self._provided):
+            for dataset_id in sorted(self._provided, key=str):
                 try:
                     await self._announce(dataset_id)
-                except Exception as e:  # a failed round must not end the loop
+                    record = self._heads.get(dataset_id)
+                    if record is not None:
+                        await self.put_head(record)
+                except Exception as e:  # a failed round (a newer record held) goes on
                     log.warning("re-providing %s failed: %s", dataset_id, e)
 
     @property
     def routing_table_size(self) -> int:
         """Peers in the routing table."""
         return self.kad.get_routing_table_size()
+
+    def routing_peers(self) -> list[str]:
+        """Base58 ids of the peers in the routing table, sorted."""
+        return sorted(str(p) for p in self.kad.routing_table.get_peer_ids())
+
+    @property
+    def provided(self) -> frozenset[DatasetId]:
+        """Datasets this node announces (and re-announces on schedule)."""
+        return frozenset(self._provided)
 
     # -- providers ---------------------------------------------------------------------
 
@@ -191,6 +208,7 @@ class DhtNode:
     def stop_providing(self, dataset_id: DatasetId) -> None:
         """Stop re-announcing ``dataset_id``; the records expire at their holders."""
         self._provided.discard(dataset_id)
+        self._heads.pop(dataset_id, None)
 
     async def _announce(self, dataset_id: DatasetId) -> bool:
         stored = False
@@ -199,14 +217,44 @@ class DhtNode:
         return stored
 
     async def find_providers(self, dataset_id: DatasetId, count: int = 20) -> list[PeerInfo]:
-        """Holders of ``dataset_id`` other than this node (empty after the lookup timeout)."""
+        """Holders of ``dataset_id`` other than this node, each once.
+
+        Asks the closest peers of the provider key (py-libp2p's ``find_providers``
+        answers from the local store alone once it holds one record, so a reader would
+        keep a holder that left and never learn a new one), adds the records this node
+        stores itself, and keeps what arrived by the lookup timeout.
+        """
+        key = provider_key(dataset_id)
         me = self.host.get_id()
-        found: list[PeerInfo] = []
+        found: dict[ID, PeerInfo] = {
+            p.peer_id: p for p in self.kad.provider_store.get_providers(key)
+        }
+        limiter = trio.CapacityLimiter(ALPHA)
+
+        async def ask(peer: ID) -> None:
+            async with limiter:
+                infos = await self._providers_from(peer, key)
+            for info in infos:
+                found.setdefault(info.peer_id, info)
+
         with trio.move_on_after(self.settings.lookup_timeout_s):
-            found = await self.kad.provider_store.find_providers(
-                provider_key(dataset_id), count + 1
-            )
-        return [p for p in found if p.peer_id != me][:count]
+            closest = await self.kad.peer_routing.find_closest_peers_network(key)
+            async with trio.open_nursery() as nursery:
+                for peer in [p for p in closest if p != me][:BUCKET_SIZE]:
+                    nursery.start_soon(ask, peer)
+        return [p for p in found.values() if p.peer_id != me][:count]
+
+    async def _providers_from(self, peer: ID, key: bytes) -> list[PeerInfo]:
+        """One GET_PROVIDERS (empty: none, an error or the per-query timeout)."""
+        store = self.kad.provider_store
+        infos: list[PeerInfo] = []
+        with trio.move_on_after(self.settings.query_timeout_s):
+            try:
+                got, _closer = await store._get_providers_from_peer_with_closers(peer, key)
+                infos = list(got)
+            except Exception:
+                infos = []
+        return infos
 
     # -- heads -------------------------------------------------------------------------
 
@@ -245,6 +293,10 @@ class DhtNode:
                     f"{record.sequence_number} is older than the held one "
                     f"({held.sequence_number})"
                 )
+        newest = self._heads.get(record.dataset_id)
+        provided = record.dataset_id in self._provided
+        if provided and (newest is None or newest.sequence_number <= record.sequence_number):
+            self._heads[record.dataset_id] = record
         with trio.move_on_after(self.settings.lookup_timeout_s):
             await self.kad.put_value(head_key(record.dataset_id), record.to_json())
 

@@ -1,9 +1,12 @@
 """`P2PHost`: py-libp2p behind an asyncio-facing adapter.
 
 Stack (`p2p.libp2p.stack`): TCP, noise, yamux, identify, and gossipsub v1.1 with
-StrictSign; message ids are the standard ``from + seqno``: when another node re-announces
-a record it replicated, that is a new message, which tells receivers about one more
-provider (`p2p.libp2p.gossip` suppresses duplicates per record and origin). Identity: a
+StrictSign, every parameter from `GossipSettings`; message ids are content-addressed on
+head shard topics and the standard ``from + seqno`` elsewhere (`p2p.libp2p.shards`): on
+the single head topic a node that re-announces a record it replicated sends a new
+message, which tells receivers about one more provider (`p2p.libp2p.gossip` suppresses
+duplicates per record and origin). Topics are joined and left at run time
+(`P2PHost.subscribe`, `P2PHost.unsubscribe`). Identity: a
 persistent ed25519 key file (`p2p.libp2p.identity`). mDNS is off unless
 `HostConfig.enable_mdns`; it only fills the peerstore and binds every interface, so tests
 use bootstrap lists instead.
@@ -43,7 +46,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Any, TypeVar
 
 import trio
@@ -603,7 +606,37 @@ class P2PHost:
         pubsub = require_pubsub(self._pubsub)
         await self.run_trio(self._pacer.publish, pubsub, topic, data)
 
+    async def unsubscribe(self, topic: str) -> None:
+        """Leave ``topic`` (no error if not subscribed); its handler gets no more messages.
+
+        Raises:
+            HostNotRunning: the host is not running.
+        """
+        if self._subscriptions.pop(topic, None) is None:
+            return
+        pubsub = require_pubsub(self._pubsub)
+
+        async def _leave() -> None:
+            await pubsub.unsubscribe(topic)  # ends the drain task of the subscription
+            pubsub.remove_topic_validator(topic)
+
+        await self.run_trio(_leave)
+
+    @property
+    def topics(self) -> frozenset[str]:
+        """The topics this host is subscribed to."""
+        return frozenset(self._subscriptions)
+
     def mesh_peers(self, topic: str) -> list[str]:
         """Peers known to be subscribed to ``topic`` (for status and tests)."""
         pubsub = require_pubsub(self._pubsub)
         return self._run_sync(lambda: sorted(str(p) for p in pubsub.peer_topics.get(topic, ())))
+
+    def topic_peers(self, topics: Iterable[str]) -> list[str]:
+        """Peers known to be subscribed to any of ``topics`` (one trio hop for all)."""
+        pubsub, wanted = require_pubsub(self._pubsub), tuple(topics)
+
+        def collect() -> list[str]:
+            return sorted({str(p) for t in wanted for p in pubsub.peer_topics.get(t, ())})
+
+        return self._run_sync(collect)

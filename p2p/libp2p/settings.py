@@ -1,8 +1,9 @@
 """What a `p2p.libp2p.host.P2PHost` is configured with: its limits, timeouts and defaults.
 
 Frozen values only; nothing here touches libp2p. `GossipSettings` are the gossipsub
-parameters and our own pacing and per-forwarder limits; `HostConfig` is everything a
-host needs to start, restart and dial its bootstrap peers.
+parameters (the one place they are set: `p2p.libp2p.stack` hands each to py-libp2p) and
+our own pacing and per-forwarder limits; `HostConfig` is everything a host needs to
+start, restart and dial its bootstrap peers.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import Final
 
 from p2p.libp2p.inbound import InboundLimits
 from p2p.libp2p.pubsub_guard import DEFAULT_GOSSIP_BURST_PER_PEER, DEFAULT_GOSSIP_RATE_PER_PEER
+from p2p.libp2p.shards import SHARD_COUNT
 
 __all__ = [
     "BOOTSTRAP_MAX_DELAY_S",
@@ -32,6 +34,7 @@ __all__ = [
     "RESTART_STABLE_AFTER_S",
     "GossipSettings",
     "HostConfig",
+    "ScoreSettings",
 ]
 
 #: Listen on loopback only unless configured otherwise.
@@ -63,15 +66,60 @@ MAX_REDIAL_ADDRS: Final = 64
 
 
 @dataclass(frozen=True, slots=True)
+class ScoreSettings:
+    """Gossipsub v1.1 peer scoring as py-libp2p 0.8.1 implements it (its thresholds
+    default to minus infinity, i.e. off).
+
+    Only penalties count: invalid messages (P4: a message a topic validator refused,
+    which includes a valid record not worth forwarding, so its weight is low and it
+    decays fast) and misbehaviour (P5: py-libp2p's spam protection adds 5 per message
+    over its per-topic rate, GRAFT and IHAVE/IWANT floods add more). No reward for time
+    in mesh or deliveries (P1-P3) and no IP-colocation penalty (P7): every peer of a
+    loopback devnet shares one address. Bans are `p2p.peers.PeerScores`' job; these
+    thresholds only stop gossiping with (``gossip``), accepting publishes from
+    (``publish``) and reading RPCs of (``graylist``) a peer while its score is low.
+
+    Attributes:
+        invalid_weight / invalid_cap / invalid_decay: P4 per topic, decay per heartbeat
+            (0.5: a peer forwarding ``r`` refused messages a second settles near ``-2r``).
+        behaviour_weight / behaviour_decay: P5, counted above a threshold of 0.
+        gossip_threshold / publish_threshold / graylist_threshold: score gates.
+        accept_px_threshold: peer exchange is off (``do_px`` False); kept finite anyway.
+    """
+
+    invalid_weight: float = 1.0
+    invalid_cap: float = 100.0
+    invalid_decay: float = 0.5
+    behaviour_weight: float = 1.0
+    behaviour_decay: float = 0.9
+    gossip_threshold: float = -25.0
+    publish_threshold: float = -50.0
+    graylist_threshold: float = -100.0
+    accept_px_threshold: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
 class GossipSettings:
-    """Gossipsub parameters (defaults: the go-libp2p ones, 1 s heartbeat).
+    """Every gossipsub parameter of a host, explicit (defaults: the spec's, 1 s heartbeat).
+
+    py-libp2p's own defaults differ where it matters: a 120 s heartbeat, an "adaptive"
+    mode that stretches it to 30-60 s on a network it judges unhealthy (slowing mesh
+    repair under churn), 100 topics per remote peer (below `SHARD_COUNT`), scoring off.
 
     Attributes:
         protocols: gossipsub protocol ids offered, preferred first.
-        degree / degree_low / degree_high: mesh degree D, D_lo, D_hi.
-        heartbeat_interval_s: mesh maintenance period.
+        degree / degree_low / degree_high: mesh degree D, D_lo, D_hi (6/4/12).
+        heartbeat_interval_s: mesh maintenance period (1 s).
+        adaptive_gossip: off, so the heartbeat stays at ``heartbeat_interval_s``.
+        fanout_ttl_s / gossip_window / gossip_history: 60 s, 3 and 5 heartbeats.
+        seen_ttl_s: how long a message id is remembered as seen (2 min).
+        max_subscriptions_per_peer: topics one remote peer may announce: every shard
+            plus the single head topic, attestations and room to spare.
+        eclipse_protection / min_mesh_diversity_ips: py-libp2p grafts peers of other IP
+            addresses when a mesh has fewer than this many (a no-op on loopback).
         spam_protection: py-libp2p's per-peer per-topic rate limit.
         max_messages_per_topic_per_second: the limit when spam protection is on.
+        score: peer-score weights and thresholds (`ScoreSettings`).
         publish_interval_s: minimum spacing of our own publishes on one topic, kept
             below the receivers' rate limit and the 32-entry outbound queues.
         rate_per_peer / burst_per_peer: messages per second (sustained / burst) one
@@ -84,8 +132,17 @@ class GossipSettings:
     degree_low: int = 4
     degree_high: int = 12
     heartbeat_interval_s: int = 1
+    adaptive_gossip: bool = False
+    fanout_ttl_s: int = 60
+    gossip_window: int = 3
+    gossip_history: int = 5
+    seen_ttl_s: int = 120
+    max_subscriptions_per_peer: int = SHARD_COUNT + 64
+    eclipse_protection: bool = True
+    min_mesh_diversity_ips: int = 3
     spam_protection: bool = True
     max_messages_per_topic_per_second: float = 10.0
+    score: ScoreSettings = field(default_factory=ScoreSettings)
     publish_interval_s: float = 0.125
     rate_per_peer: float = DEFAULT_GOSSIP_RATE_PER_PEER
     burst_per_peer: int = DEFAULT_GOSSIP_BURST_PER_PEER

@@ -11,19 +11,23 @@ topics by a hash of the dataset ID, as Ethereum spreads attestations over 64 sub
 * `backbone_shards`: every node also joins `BACKBONE_SHARDS_PER_NODE` shards derived
   from its peer id and an epoch (rotated daily), so each shard has a live mesh even
   when few of its members follow a dataset in it (Ethereum's two attnets per node).
-* `head_message_id`: message ids are a hash of the payload (a signed head record), so
-  one record re-announced by several replicas is one message, deduplicated before it
-  reaches the application; providers are learned from the DHT, not from re-gossip.
-* `ShardGossipParams`: the gossipsub parameters of the shard topics, each set
-  explicitly (py-libp2p's defaults include a 120 s heartbeat and an "adaptive" one that
-  slows to 30-60 s on a struggling network).
+* `gossip_message_id`: on shard topics a message's id is a hash of its topic and payload
+  (a signed head record), so one record re-announced by several replicas is one message,
+  deduplicated before it reaches the application; on every other topic (the single head
+  topic, attestations) it stays py-libp2p's ``from + seqno``, as nodes that speak only
+  the single topic compute it. Providers are learned from the DHT and the single topic,
+  not from re-gossip on the shards.
+* `wanted_topics`: the shard topics a node subscribes to for the datasets it publishes
+  or follows, plus its backbone shards.
+
+The gossipsub parameters of every topic are in `p2p.libp2p.settings.GossipSettings`.
 """
 
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
-from typing import Any, Final, Protocol
+from collections.abc import Iterable, Sequence
+from typing import Final, Protocol
 
 from fbs.did import DatasetId
 
@@ -31,12 +35,15 @@ __all__ = [
     "BACKBONE_EPOCH_S",
     "BACKBONE_SHARDS_PER_NODE",
     "SHARD_COUNT",
-    "ShardGossipParams",
     "backbone_shards",
+    "current_epoch",
+    "gossip_message_id",
     "head_message_id",
+    "is_shard_topic",
     "shard_of",
     "shard_topic",
     "topic_for",
+    "wanted_topics",
 ]
 
 #: Shards of the head topic: 10^6 datasets updating hourly give about 1.1 msg/s per
@@ -53,9 +60,15 @@ _MESSAGE_DOMAIN: Final = b"odf-head-gossip\x00"
 _MAX_SHARDS: Final = 1 << 16
 
 
-class _HasData(Protocol):
+class _Message(Protocol):
     @property
     def data(self) -> bytes: ...
+    @property
+    def topicIDs(self) -> Sequence[str]: ...  # the protobuf field
+    @property
+    def from_id(self) -> bytes: ...
+    @property
+    def seqno(self) -> bytes: ...
 
 
 def _check_count(count: int) -> None:
@@ -119,57 +132,48 @@ def backbone_shards(
     return tuple(sorted(chosen))
 
 
-def head_message_id(msg: _HasData) -> bytes:
-    """A gossip message's id: 20 bytes of sha2-256 over a domain and the payload."""
-    return hashlib.sha256(_MESSAGE_DOMAIN + bytes(msg.data)).digest()[:MESSAGE_ID_BYTES]
+def is_shard_topic(topic: str) -> bool:
+    """Whether ``topic`` names a head shard (of any count)."""
+    return topic.startswith(_TOPIC_PREFIX + "/")
 
 
-@dataclass(frozen=True, slots=True)
-class ShardGossipParams:
-    """The gossipsub parameters of the shard topics, all explicit.
+def current_epoch(unix_time: float) -> int:
+    """The backbone epoch of ``unix_time``."""
+    return int(unix_time // BACKBONE_EPOCH_S)
 
-    Attributes:
-        degree / degree_low / degree_high: mesh size D / D_lo / D_hi (the spec's 6/4/12).
-        heartbeat_interval_s: mesh maintenance every second (the spec's value).
-        adaptive_gossip: off: py-libp2p's adaptive mode would stretch the heartbeat to
-            30-60 s when it judges the network unhealthy, slowing mesh repair.
-        fanout_ttl_s / gossip_window / gossip_history: the spec's 60 s, 3 and 5.
-        seen_ttl_s: a message id is remembered 2 min (the spec's value).
-        max_messages_per_topic_per_second: py-libp2p's per-forwarder limit, per shard.
-        max_subscriptions_per_peer: a remote peer may announce every shard plus a few
-            other topics (py-libp2p's default of 100 is below `SHARD_COUNT`).
+
+def wanted_topics(
+    datasets: Iterable[DatasetId],
+    backbone: Iterable[int],
+    *,
+    every_shard: bool = False,
+    count: int = SHARD_COUNT,
+) -> frozenset[str]:
+    """The shard topics of ``datasets`` and of the ``backbone`` shards; all with ``every_shard``."""
+    if every_shard:
+        return frozenset(shard_topic(i, count) for i in range(count))
+    topics = {topic_for(d, count) for d in datasets}
+    topics.update(shard_topic(i, count) for i in backbone)
+    return frozenset(topics)
+
+
+def head_message_id(msg: _Message) -> bytes:
+    """A shard message's id: 20 bytes of sha2-256 over a domain, its topics and payload.
+
+    The topics are part of it: a record sent on a shard it does not belong to is refused
+    by the validator (and py-libp2p caches that verdict by message id), which must not
+    condemn the same record on its own shard.
     """
+    h = hashlib.sha256(_MESSAGE_DOMAIN)
+    for topic in msg.topicIDs:
+        h.update(topic.encode() + b"\x00")
+    h.update(bytes(msg.data))
+    return h.digest()[:MESSAGE_ID_BYTES]
 
-    degree: int = 6
-    degree_low: int = 4
-    degree_high: int = 12
-    heartbeat_interval_s: int = 1
-    adaptive_gossip: bool = False
-    fanout_ttl_s: int = 60
-    gossip_window: int = 3
-    gossip_history: int = 5
-    seen_ttl_s: int = 120
-    max_messages_per_topic_per_second: float = 10.0
-    max_subscriptions_per_peer: int = SHARD_COUNT + 64
 
-    def gossipsub_kwargs(self) -> dict[str, Any]:
-        """Keyword arguments of py-libp2p's ``GossipSub`` for these parameters."""
-        return {
-            "degree": self.degree,
-            "degree_low": self.degree_low,
-            "degree_high": self.degree_high,
-            "heartbeat_interval": self.heartbeat_interval_s,
-            "adaptive_gossip_enabled": self.adaptive_gossip,
-            "time_to_live": self.fanout_ttl_s,
-            "gossip_window": self.gossip_window,
-            "gossip_history": self.gossip_history,
-            "max_messages_per_topic_per_second": self.max_messages_per_topic_per_second,
-        }
-
-    def pubsub_kwargs(self) -> dict[str, Any]:
-        """Keyword arguments of py-libp2p's ``Pubsub`` for these parameters."""
-        return {
-            "msg_id_constructor": head_message_id,
-            "seen_ttl": self.seen_ttl_s,
-            "max_subscriptions_per_peer": self.max_subscriptions_per_peer,
-        }
+def gossip_message_id(msg: _Message) -> bytes:
+    """The id of any gossip message: `head_message_id` on shard topics, else ``from + seqno``."""
+    topics = list(msg.topicIDs)
+    if topics and all(is_shard_topic(t) for t in topics):
+        return head_message_id(msg)
+    return bytes(msg.from_id) + bytes(msg.seqno)

@@ -3,8 +3,10 @@
 Stack: TCP, noise, yamux (py-libp2p defaults; mplex is 4-5x slower), identify, and
 gossipsub v1.1 (``/meshsub/1.1.0`` with ``/meshsub/1.0.0`` fallback, the standard ids,
 so go/js/rust peers interoperate) behind `GuardedPubsub` (StrictSign on, as js-libp2p's
-default), and optionally odf's Kademlia DHT (`p2p.dht.node.DhtNode`, ``/odf/kad/1.0.0``).
-Everything here runs in the host's trio thread.
+default; message ids by `p2p.libp2p.shards.gossip_message_id`), every gossipsub
+parameter taken from `p2p.libp2p.settings.GossipSettings`, and optionally odf's
+Kademlia DHT (`p2p.dht.node.DhtNode`, ``/odf/kad/1.0.0``). Everything here runs in the
+host's trio thread.
 
 `Libp2pStack.run` runs the services until its block ends; a run that fails skips
 py-libp2p's own close, so `Libp2pStack.close_after_failure` closes every connection the
@@ -25,6 +27,7 @@ from libp2p.abc import IHost, INetConn, INetStream, INetwork, INotifee
 from libp2p.crypto.keys import KeyPair
 from libp2p.custom_types import TProtocol
 from libp2p.pubsub.gossipsub import GossipSub
+from libp2p.pubsub.score import ScoreParams, TopicScoreParams
 from libp2p.tools.anyio_service import background_trio_service
 
 from p2p.dht.node import DhtNode
@@ -36,7 +39,8 @@ from p2p.libp2p.pubsub_guard import (
     GuardStats,
     guard_stream_handlers,
 )
-from p2p.libp2p.settings import GossipSettings, HostConfig
+from p2p.libp2p.settings import GossipSettings, HostConfig, ScoreSettings
+from p2p.libp2p.shards import gossip_message_id
 from p2p.peers import PeerScores
 
 __all__ = ["ConnTracker", "Libp2pStack", "build_stack"]
@@ -148,6 +152,9 @@ def build_stack(
         scores=scores,
         stats=stats,
         limiter=GossipRateLimiter(gs.rate_per_peer, gs.burst_per_peer),
+        msg_id_constructor=gossip_message_id,
+        seen_ttl=gs.seen_ttl_s,
+        max_subscriptions_per_peer=gs.max_subscriptions_per_peer,
     )
     # Built before the guard, so its ``/odf/kad`` handler is wrapped with the others.
     node = DhtNode(host, dht) if dht is not None else None
@@ -158,13 +165,37 @@ def build_stack(
 
 
 def _gossipsub(gs: GossipSettings) -> GossipSub:
+    """The router with every parameter of ``gs`` (py-libp2p's defaults differ)."""
     return GossipSub(
         protocols=[TProtocol(p) for p in gs.protocols],
         degree=gs.degree,
         degree_low=gs.degree_low,
         degree_high=gs.degree_high,
+        time_to_live=gs.fanout_ttl_s,
+        gossip_window=gs.gossip_window,
+        gossip_history=gs.gossip_history,
         heartbeat_initial_delay=0.1,
         heartbeat_interval=gs.heartbeat_interval_s,
+        do_px=False,
+        score_params=_score_params(gs.score),
+        adaptive_gossip_enabled=gs.adaptive_gossip,
         spam_protection_enabled=gs.spam_protection,
         max_messages_per_topic_per_second=gs.max_messages_per_topic_per_second,
+        eclipse_protection_enabled=gs.eclipse_protection,
+        min_mesh_diversity_ips=gs.min_mesh_diversity_ips,
+    )
+
+
+def _score_params(sc: ScoreSettings) -> ScoreParams:
+    """py-libp2p's score parameters for ``sc`` (P1-P3, P6, P7 weigh nothing)."""
+    return ScoreParams(
+        p4_invalid_messages=TopicScoreParams(sc.invalid_weight, sc.invalid_cap, sc.invalid_decay),
+        p5_behavior_penalty_weight=sc.behaviour_weight,
+        p5_behavior_penalty_decay=sc.behaviour_decay,
+        p5_behavior_penalty_threshold=0.0,
+        p7_ip_colocation_weight=0.0,
+        publish_threshold=sc.publish_threshold,
+        gossip_threshold=sc.gossip_threshold,
+        graylist_threshold=sc.graylist_threshold,
+        accept_px_threshold=sc.accept_px_threshold,
     )

@@ -75,11 +75,13 @@ def _upload(
     """Send one object unless it was listed as present; whether it was sent.
 
     The listing only saves uploads: the write itself is create-only, and an object
-    that appeared since is checked by size (`S3ObjectStore.put_file`).
+    that appeared since is checked by size (`S3ObjectStore.put_file`). A listed object
+    is re-used: its modification time is restarted so that a garbage collector keeps
+    it until the head names it (it may be an orphan of a push that died).
     """
-    if job.hash in listed:
-        return False
     store = remote.data if job.kind == "data" else remote.checkpoints
+    if job.hash in listed and store.refresh(job.hash):
+        return False
     source = local.data if job.kind == "data" else local.checkpoints
     store.put_file(job.hash, source.path_of(job.hash))
     return True

@@ -29,6 +29,8 @@ if TYPE_CHECKING:
 DEFAULT_REGION: Final = "us-east-1"
 #: Attempts of a write answered 409 ConditionalRequestConflict (AWS: "retry").
 CONFLICT_ATTEMPTS: Final = 5
+#: Largest object one ``CopyObject`` request copies (S3's limit).
+MAX_COPY_SIZE: Final = 5 * 2**30
 #: Parallel connections per client (object uploads run in threads).
 MAX_POOL_CONNECTIONS: Final = 16
 _NOT_FOUND: Final = frozenset({"404", "NoSuchKey", "NotFound"})
@@ -236,6 +238,77 @@ class S3Client:
                 raise unexpected(f"DELETE {key}", e) from None
         return True
 
+    def touch(self, key: str) -> KeyStat | None:
+        """Restart ``key``'s modification time by copying it onto itself; ``None`` if absent.
+
+        S3 has no ``touch``: a copy in place with replaced metadata keeps the bytes and
+        sets ``LastModified`` to the server's time (see `storage.s3.gc`). An object over
+        `MAX_COPY_SIZE` cannot be copied by one request and keeps its time.
+        """
+        from botocore.exceptions import ClientError
+
+        stat = self.stat(key)
+        if stat is None or stat.size > MAX_COPY_SIZE:
+            return stat
+        source = {"Bucket": self.bucket, "Key": key}
+        with translate_errors(f"COPY {key}"):
+            try:
+                self._c.copy_object(
+                    Bucket=self.bucket,
+                    Key=key,
+                    CopySource=source,
+                    MetadataDirective="REPLACE",
+                    Metadata={"odf-touched": "1"},
+                )
+            except ClientError as e:
+                if error_kind(e) == "missing":
+                    return None
+                raise unexpected(f"COPY {key}", e) from None
+        return stat
+
+    def copy_if_absent(self, source: str, key: str) -> bool:
+        """Copy ``source`` to ``key`` inside the bucket unless ``key`` exists.
+
+        Returns:
+            ``True`` if this call created ``key``, ``False`` if it existed.
+
+        Raises:
+            S3Error: ``source`` is missing, or the request failed.
+        """
+        from botocore.exceptions import ClientError
+
+        with translate_errors(f"COPY {source} -> {key}"):
+            try:
+                self._c.copy_object(
+                    Bucket=self.bucket,
+                    Key=key,
+                    CopySource={"Bucket": self.bucket, "Key": source},
+                    IfNoneMatch="*",
+                )
+            except ClientError as e:
+                if error_kind(e) == "precondition":
+                    return False
+                raise unexpected(f"COPY {source} -> {key}", e) from None
+        return True
+
+    def server_time(self) -> float:
+        """The server's clock (the ``Date`` of a ``HEAD`` of the bucket; local time if absent).
+
+        Ages of objects are ``server_time() - LastModified``: both from the server's
+        clock, so a skewed local clock does not shorten a grace period.
+        """
+        from email.utils import parsedate_to_datetime
+
+        with translate_errors(f"HEAD bucket {self.bucket}"):
+            r = self._c.head_bucket(Bucket=self.bucket)
+        date = r.get("ResponseMetadata", {}).get("HTTPHeaders", {}).get("date")
+        if not date:
+            return time.time()
+        try:
+            return parsedate_to_datetime(date).timestamp()
+        except (TypeError, ValueError):
+            return time.time()
+
     def list_keys(self, prefix: str, *, page_size: int = 1000) -> Iterator[tuple[str, KeyStat]]:
         """Every key under ``prefix`` (ListObjectsV2, page by page) with its size and ETag."""
         from botocore.exceptions import ClientError
@@ -273,6 +346,7 @@ def connect(location: S3Location) -> S3Client:
     region = session.region_name or (DEFAULT_REGION if location.endpoint else None)
     config = Config(
         s3={"addressing_style": "path" if location.endpoint else "auto"},
+        signature_version="s3v4",  # presigned URLs too (boto3 presigns SigV2 otherwise)
         request_checksum_calculation="when_required",
         response_checksum_validation="when_required",
         retries={"max_attempts": 3, "mode": "standard"},

@@ -7,6 +7,7 @@
     <prefix>/data/<hash>         data slices
     <prefix>/checkpoints/<hash>  checkpoints
     <prefix>/info/alias          the dataset's alias
+    <prefix>/quarantine/<id>     uploads through presigned URLs, not yet verified (odf only)
 
 The same names as `storage.layout.DatasetLayout` on disk, so a bucket a push
 wrote is a repository kamu reads, and a prefix kamu pushed is one odf pulls.
@@ -17,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
+from storage.faults import DEFAULT_OPS, FsOps
 from storage.layout import ALIAS_FILE, BLOCKS_DIR, CHECKPOINTS_DIR, DATA_DIR, INFO_DIR, REFS_DIR
 from storage.object_store import DEFAULT_MAX_OBJECT_SIZE, MAX_BLOCK_SIZE
 from storage.s3.client import S3Client
@@ -24,6 +26,8 @@ from storage.s3.objects import S3ObjectStore
 from storage.s3.refs import S3RefStore
 from storage.s3.url import S3Location
 
+#: Prefix of uploads not yet verified (`storage.s3.quarantine`); kamu never reads it.
+QUARANTINE_DIR: Final = "quarantine"
 #: Largest ``info/alias`` accepted.
 MAX_ALIAS_SIZE: Final = 1024
 
@@ -63,6 +67,25 @@ class S3DatasetLayout:
     def refs(self) -> S3RefStore:
         """``refs/``."""
         return S3RefStore(self.client, self.location.key(REFS_DIR))
+
+    @property
+    def ops(self) -> FsOps:
+        """The file operations of the dataset's local side files (a chain-state cache)."""
+        return DEFAULT_OPS
+
+    def where(self) -> str:
+        """The dataset's URL, for messages."""
+        return self.location.to_url()
+
+    def create(self) -> None:
+        """Nothing to make: a prefix exists once a key is written under it."""
+
+    def exists(self) -> bool:
+        """Whether ``refs/head`` or any block is stored under the prefix."""
+        if self.client.stat(self.location.key(f"{REFS_DIR}/head")) is not None:
+            return True
+        listed = self.client.list_keys(self.blocks.prefix + "/", page_size=1)
+        return next(iter(listed), None) is not None
 
     def read_alias(self) -> str | None:
         """``info/alias``, trimmed (``None`` when absent or not UTF-8)."""

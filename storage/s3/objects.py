@@ -8,9 +8,9 @@ is checked (a different size is a damaged object). Reads are untrusted until has
 `get` and `check` hash every byte; `open` and `read_range` return raw bytes, as the
 disk store does.
 
-Unlike the disk store, a write that finds the object present does not refresh its
-modification time (S3 has no ``touch``): a garbage collector on S3 must keep a grace
-period measured from the writer's commit, not from object mtimes.
+A write that finds the object present restarts its modification time by copying it
+onto itself (S3 has no ``touch``), as the disk store touches it: the grace period of
+`storage.s3.gc` then protects an object a writer re-uses from the moment it re-used it.
 """
 
 from __future__ import annotations
@@ -118,8 +118,12 @@ class S3ObjectStore:
             self._check_present(h, len(data))
 
     def _check_present(self, h: Multihash, size: int) -> None:
-        """After a refused create-only write: the stored object must have ``size`` bytes."""
-        stat = self._client.stat(self.key_of(h))
+        """After a refused create-only write: the stored object must have ``size`` bytes.
+
+        Its modification time is restarted (`refresh`), as the disk store does for an
+        object it finds present: the writer is about to reference it.
+        """
+        stat = self._client.touch(self.key_of(h))
         if stat is None:
             raise ObjectNotFound(f"object {h} was deleted while being written")
         if stat.size != size:
@@ -158,6 +162,11 @@ class S3ObjectStore:
         with ThreadPoolExecutor(PARALLEL_WRITES) as pool:
             for _ in pool.map(lambda i: self.adopt(i[0], i[1], digest=i[2]), checked):
                 pass
+
+    def refresh(self, h: Multihash) -> bool:
+        """Restart the modification time of ``h`` (a writer will reference it); ``False``
+        when it is absent. See `storage.s3.gc` for why a writer reusing an object must."""
+        return self._client.touch(self.key_of(h)) is not None
 
     def delete(self, h: Multihash) -> None:
         if self._client.stat(self.key_of(h)) is None or not self._client.delete(self.key_of(h)):

@@ -17,6 +17,7 @@ from collections.abc import AsyncIterator
 import pytest
 import trio
 from libp2p.peer.id import ID
+from libp2p.peer.peerinfo import PeerInfo
 from libp2p.records.record import make_signed_put_record
 
 from fbs.keys import KeyPair
@@ -219,3 +220,23 @@ async def test_provided_datasets_are_announced_again_on_schedule() -> None:
             return held_at_b() == []
 
         assert await b.run_trio(forget_and_stay_forgotten)
+
+
+async def test_a_provider_held_locally_does_not_hide_the_others() -> None:
+    async with line(3) as (a, b, c):
+        did = rec(1).dataset_id
+        key = provider_key(did)
+
+        async def seed_locally() -> None:
+            # As if c had stored b's record earlier: a lookup must still ask the network.
+            lib = b.libp2p_host
+            c.dht.kad.provider_store.add_provider(key, PeerInfo(lib.get_id(), lib.get_addrs()))
+
+        await c.run_trio(seed_locally)
+        assert await a.run_trio(a.dht.provide, did)
+
+        async def find() -> list[str]:
+            return [str(p.peer_id) for p in await c.dht.find_providers(did)]
+
+        found = await c.run_trio(find)
+        assert sorted(found) == sorted([a.peer_id, b.peer_id])  # each holder once

@@ -43,8 +43,9 @@ async def test_three_nodes_replicate_signed_heads(tmp_path: Path) -> None:
     state = ds.state()
     assert state is not None
     did = state.dataset_id
-    follow_all = dataclasses.replace(CFG, follow=("all",))
-    async with running(wa, CFG) as a:
+    # Gossip alone: DHT lookups would connect A and C directly.
+    follow_all = dataclasses.replace(CFG, follow=("all",), dht=False)
+    async with running(wa, dataclasses.replace(CFG, dht=False)) as a:
         # A line: C only knows B, so A's announcement reaches C by gossip through B.
         cfg_b = dataclasses.replace(follow_all, bootstrap=(a.host.addrs[0],))
         async with running(wb, cfg_b) as b:

@@ -3,26 +3,26 @@
 from __future__ import annotations
 
 import collections
-import inspect
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from libp2p.pubsub.gossipsub import GossipSub
 from libp2p.pubsub.pb import rpc_pb2
-from libp2p.pubsub.pubsub import Pubsub
 
 from fbs.did import DatasetId
-from p2p.libp2p.settings import MAX_TOPIC_LEN
+from p2p.libp2p.settings import MAX_TOPIC_LEN, GossipSettings
 from p2p.libp2p.shards import (
     SHARD_COUNT,
-    ShardGossipParams,
     backbone_shards,
+    gossip_message_id,
     head_message_id,
+    is_shard_topic,
     shard_of,
     shard_topic,
     topic_for,
+    wanted_topics,
 )
+from p2p.libp2p.stack import _gossipsub
 
 
 def did(i: int) -> DatasetId:
@@ -83,22 +83,42 @@ def test_backbone_shards_move_with_the_epoch_and_differ_per_node() -> None:
         backbone_shards(peer, 0, count=2, per_node=3)
 
 
-def test_message_ids_are_the_payloads_not_the_senders() -> None:
-    a = rpc_pb2.Message(data=b"record", from_id=b"alice", seqno=b"\x01")
-    b = rpc_pb2.Message(data=b"record", from_id=b"bob", seqno=b"\x09")
-    c = rpc_pb2.Message(data=b"other", from_id=b"alice", seqno=b"\x01")
-    assert head_message_id(a) == head_message_id(b) != head_message_id(c)
-    assert len(head_message_id(a)) == 20
+def test_shard_message_ids_are_the_payloads_not_the_senders() -> None:
+    t = shard_topic(7)
+    a = rpc_pb2.Message(data=b"record", topicIDs=[t], from_id=b"alice", seqno=b"\x01")
+    b = rpc_pb2.Message(data=b"record", topicIDs=[t], from_id=b"bob", seqno=b"\x09")
+    c = rpc_pb2.Message(data=b"other", topicIDs=[t], from_id=b"alice", seqno=b"\x01")
+    elsewhere = rpc_pb2.Message(data=b"record", topicIDs=[shard_topic(8)], from_id=b"alice")
+    assert gossip_message_id(a) == gossip_message_id(b) != gossip_message_id(c)
+    assert gossip_message_id(a) == head_message_id(a) != head_message_id(elsewhere)
+    assert len(gossip_message_id(a)) == 20
 
 
-def test_parameters_are_explicit_and_name_real_py_libp2p_arguments() -> None:
-    p = ShardGossipParams()
-    gs = p.gossipsub_kwargs()
-    assert gs["adaptive_gossip_enabled"] is False and gs["heartbeat_interval"] == 1
-    assert set(gs) <= set(inspect.signature(GossipSub.__init__).parameters)
-    ps = p.pubsub_kwargs()
-    assert set(ps) <= set(inspect.signature(Pubsub.__init__).parameters)
-    assert ps["max_subscriptions_per_peer"] > SHARD_COUNT
-    assert ps["msg_id_constructor"] is head_message_id
-    router = GossipSub(protocols=[], **gs)
-    assert router.heartbeat_interval == 1
+def test_other_topics_keep_sender_and_sequence_ids() -> None:
+    # As nodes speaking only the single head topic compute them.
+    a = rpc_pb2.Message(data=b"r", topicIDs=["/odf/heads/1.0.0"], from_id=b"alice", seqno=b"\x01")
+    b = rpc_pb2.Message(data=b"r", topicIDs=["/odf/heads/1.0.0"], from_id=b"bob", seqno=b"\x01")
+    assert gossip_message_id(a) == b"alice\x01" != gossip_message_id(b)
+    mixed = rpc_pb2.Message(data=b"r", topicIDs=[shard_topic(1), "/x"], from_id=b"a", seqno=b"2")
+    assert gossip_message_id(mixed) == b"a2"
+    assert is_shard_topic(shard_topic(3)) and not is_shard_topic("/odf/heads/1.0.0")
+
+
+def test_wanted_topics_are_the_datasets_and_backbone_shards() -> None:
+    ds = [did(i) for i in range(3)]
+    got = wanted_topics(ds, (5, 9))
+    assert got == {topic_for(d) for d in ds} | {shard_topic(5), shard_topic(9)}
+    assert len(wanted_topics([], (), every_shard=True)) == SHARD_COUNT
+
+
+def test_parameters_are_explicit_and_reach_the_router() -> None:
+    gs = GossipSettings()
+    assert gs.adaptive_gossip is False and gs.heartbeat_interval_s == 1
+    assert gs.max_subscriptions_per_peer > SHARD_COUNT
+    router = _gossipsub(gs)
+    assert router.heartbeat_interval == 1 and router.adaptive_gossip_enabled is False
+    assert (router.degree, router.degree_low, router.degree_high) == (6, 4, 12)
+    params = router.scorer.params if router.scorer is not None else None
+    assert params is not None
+    assert params.graylist_threshold < params.publish_threshold < params.gossip_threshold < 0
+    assert params.p7_ip_colocation_weight == 0

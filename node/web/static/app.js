@@ -56,7 +56,7 @@
     });
     const doc = await resp.json().catch(() => ({}));
     if (resp.ok && doc.removed === false) {
-      result.textContent = "not followed: give the entry as listed";
+      result.textContent = "was not followed";
     } else {
       result.textContent = resp.ok ? "done" : doc.error || "refused (" + resp.status + ")";
     }

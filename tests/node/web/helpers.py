@@ -20,7 +20,7 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -57,20 +57,29 @@ SCREENSHOTS = REPO / "docs" / "screenshots"
 WAIT_S = 30.0
 
 
-def odf(ws: Path, *args: str, stdin: bytes | None = None) -> str:
+def odf(
+    ws: Path, *args: str, stdin: bytes | None = None, env: Mapping[str, str] | None = None
+) -> str:
+    """``odf ARGS`` in workspace ``ws`` (``env`` on top of this process's); its stdout."""
     done = subprocess.run(
-        [sys.executable, "-m", "node.cli", *args], cwd=ws, capture_output=True, input=stdin
+        [sys.executable, "-m", "node.cli", *args],
+        cwd=ws,
+        capture_output=True,
+        input=stdin,
+        env={**os.environ, **env} if env else None,
     )
     assert done.returncode == 0, done.stderr.decode(errors="replace")
     return done.stdout.decode()
 
 
-def wait_until(cond: Callable[[], bool], what: str, timeout: float = WAIT_S) -> None:
+def wait_until(
+    cond: Callable[[], bool], what: str, timeout: float = WAIT_S, pause: float = 0.02
+) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if cond():
             return
-        time.sleep(0.02)
+        time.sleep(pause)
     raise AssertionError(f"timed out waiting for {what}")
 
 
@@ -113,6 +122,12 @@ class RunningNode:
     def token(self) -> str:
         return (self.ws / ".odf" / "p2p" / "http-token").read_text().strip()
 
+    @property
+    def bootstrap(self) -> str:
+        """The libp2p address another node bootstraps to (``.../p2p/PEER_ID``)."""
+        addr: str = self.get_json("/api/status")["addrs"][0]
+        return addr
+
     def get_json(self, path: str) -> Any:
         with urllib.request.urlopen(self.url + path, timeout=10) as r:
             return json.loads(r.read())
@@ -139,12 +154,18 @@ class RunningNode:
 
 
 @contextlib.contextmanager
-def running_node(ws: Path) -> Iterator[RunningNode]:
+def running_node(
+    ws: Path, *args: str, env: Mapping[str, str] | None = None
+) -> Iterator[RunningNode]:
+    """``odf node run`` on ``ws`` with ``args`` added (``--bootstrap``, ``--follow``,
+    ``--validator``...) and ``env`` on top of this process's environment; stopped (SIGTERM,
+    then SIGKILL) when the block ends."""
     port = free_port()
     (ws / "node.yaml").write_text(f"http: {{host: 127.0.0.1, port: {port}}}\nlog_level: info\n")
     log = open(ws / "node.log", "ab")  # noqa: SIM115 - closed below
     env = {
         **os.environ,
+        **(env or {}),
         "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),
     }
     proc = subprocess.Popen(
@@ -159,6 +180,7 @@ def running_node(ws: Path) -> Iterator[RunningNode]:
             "-q",
             "--config",
             str(ws / "node.yaml"),
+            *args,
         ],
         cwd=REPO,
         stdout=log,
@@ -251,11 +273,12 @@ def requests_made(driver: Any) -> list[tuple[str, str]]:
     return [(m, u) for m, u, _h in requests_sent(driver)]
 
 
-def screenshot(driver: Any, name: str, tmp: Path) -> Path:
-    """Save the page; into `SCREENSHOTS` when ``ODF_WEB_SCREENSHOTS=1``."""
+def screenshot(driver: Any, name: str, tmp: Path, element: Any = None) -> Path:
+    """Save the page (or only ``element``); into `SCREENSHOTS` when ``ODF_WEB_SCREENSHOTS=1``."""
     folder = SCREENSHOTS if os.environ.get("ODF_WEB_SCREENSHOTS") == "1" else tmp
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"{name}.png"
-    assert driver.save_screenshot(str(path))
+    saved = driver.save_screenshot(str(path)) if element is None else element.screenshot(str(path))
+    assert saved
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     return path

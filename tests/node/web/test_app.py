@@ -16,7 +16,7 @@ import pytest
 from node.http.auth import load_or_create_token
 from node.web.html import SECURITY_HEADERS
 from node.web.live import HeadWatcher
-from node.web.views import RowCache
+from node.web.rows import RowCache
 from storage.workspace import Workspace
 from tests.p2p.sync_helpers import add_slices, make_dataset, new_workspace, serve_workspace
 
@@ -159,15 +159,20 @@ def test_head_of_the_event_stream_returns_at_once(ws: Workspace) -> None:
 
 def test_watcher_polls_only_while_someone_listens(ws: Workspace) -> None:
     async def main() -> None:
-        watcher = HeadWatcher(ws, RowCache(), interval=0.01)
+        watcher = HeadWatcher(ws, RowCache(), interval=0.01, linger=0.2)
         first = watcher.listen()
         second = watcher.listen()
         assert first is not None and second is not None
         await asyncio.sleep(0.05)
         watcher.leave(first)
-        assert watcher._task is not None
         watcher.leave(second)
-        assert watcher._task is None
+        task = watcher._task
+        assert task is not None and not task.done()  # lingers a while for the next page
+        third = watcher.listen()  # which comes: the same watcher goes on
+        assert third is not None and watcher._task is task
+        watcher.leave(third)
+        await asyncio.wait_for(task, 30)  # then stops
+        assert watcher._seen is None
         await watcher.close()
 
     run(main())
@@ -241,7 +246,9 @@ def test_network_page_shows_peers_bans_and_follows(ws: Workspace) -> None:
             "lastReason": "served bytes that do not match their hash",
         },
     ]
-    status = {"peerId": "12D3KooWme", "addrs": ["/ip4/127.0.0.1/tcp/1"], "follow": ["prices"]}
+    did = ws.resolve("prices").id.to_did_odf()
+    follow = ["prices", did, "did:odf:fed01" + "0" * 64]
+    status = {"peerId": "12D3KooWme", "addrs": ["/ip4/127.0.0.1/tcp/1"], "follow": follow}
 
     async def main() -> None:
         async with (
@@ -252,7 +259,10 @@ def test_network_page_shows_peers_bans_and_follows(ws: Workspace) -> None:
         assert "12D3KooWme" in text and "/ip4/127.0.0.1/tcp/1" in text
         assert '<tr class="banned"><td><code>12D3KooWbad' in text
         assert "served bytes that do not match their hash" in text
-        assert "<li>prices</li>" in text
+        # Followed datasets are named by alias and linked; a DID not held stays a DID.
+        link = '<a href="/ui/dataset?ds=prices">prices</a>'
+        assert f"<li>{link}</li>" in text and f"<li>{link} <code>{did}</code></li>" in text
+        assert f"<li><code>{follow[2]}</code></li>" in text
         # A daemon serves /api/follow: the page offers the follow form (no token in it).
         assert 'id="follow-form"' in text and 'name="token" type="password"' in text
         assert load_or_create_token(ws.root) not in text

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from node.web.graph import MAX_DEPTH, MAX_PER_COLUMN, lineage_graph
 from node.web.lineage import lineage_svg
-from node.web.views import DatasetRow
+from node.web.rows import DatasetRow
 
 
 def row(name: str, *inputs: str) -> DatasetRow:
