@@ -30,7 +30,7 @@ from engine.sql import write_single_parquet
 
 if TYPE_CHECKING:
     import pyarrow as pa
-    from pyspark.sql import DataFrame
+    from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.types import StructType
 
 __all__ = [
@@ -38,6 +38,7 @@ __all__ = [
     "SPARK_ROOT_NAME",
     "SPARK_VERSION_KEY",
     "collectable",
+    "write_arrow_output",
     "write_output",
 ]
 
@@ -140,18 +141,58 @@ def write_output(
     )
 
 
+def write_arrow_output(
+    table: pa.Table,
+    target: str | os.PathLike[str],
+    columns: Sequence[SequenceColumn | int],
+    *,
+    spark_schema: StructType,
+    row_schema: StructType,
+    session: SparkSession,
+) -> int:
+    """Write ``table`` (computed on the driver; its columns those of ``row_schema``, a
+    flat schema of `_ROW_SIZES` types) as the one output file at ``target``, the same
+    file Spark's writer would give; return its number of rows. ``columns`` and
+    ``spark_schema`` as for `write_output`.
+
+    Raises:
+        EngineInternalError: if the file cannot be written or merged.
+    """
+
+    def write_parts(tmp_dir: Path) -> list[Path]:
+        tmp_dir.mkdir()
+        part = tmp_dir / "part-00000.parquet"
+        _write_table(table.to_batches(), row_schema, part, _version(session))
+        return [part]
+
+    return write_merged(
+        target,
+        write_parts,
+        columns,
+        spark_schema_json=spark_schema.json(),
+        root_name=SPARK_ROOT_NAME,
+    )
+
+
 def _write_part(df: DataFrame, path: Path) -> None:
     """Collect ``df`` (one Spark job) and write it to ``path`` as Spark would."""
+    collector: Any = df  # PySpark's Arrow collection (what `DataFrame.toArrow` uses)
+    batches = collector._collect_as_arrow(empty_list_if_zero_records=False)
+    _write_table(batches, df.schema, path, _version(df.sparkSession))
+
+
+def _write_table(
+    batches: Sequence[pa.RecordBatch], row_schema: StructType, path: Path, version: str
+) -> None:
+    """Write ``batches`` (columns of ``row_schema``) to ``path`` as Spark would."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    schema = _arrow_schema(df.schema)
-    collector: Any = df  # PySpark's Arrow collection (what `DataFrame.toArrow` uses)
-    batches = collector._collect_as_arrow(empty_list_if_zero_records=False)
+    schema = _arrow_schema(row_schema)
     table = pa.Table.from_batches([_conform(b, schema) for b in batches], schema=schema)
     with pq.ParquetWriter(path, schema, compression="snappy", store_schema=False) as writer:
         writer.write_table(table)
-        writer.add_key_value_metadata({SPARK_VERSION_KEY: _spark_version(df)})
+        writer.add_key_value_metadata({SPARK_VERSION_KEY: version})
 
 
 def _arrow_schema(schema: StructType) -> pa.Schema:
@@ -180,8 +221,7 @@ def _conform(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
     return pa.RecordBatch.from_arrays(arrays, schema=schema)
 
 
-def _spark_version(df: DataFrame) -> str:
+def _version(session: SparkSession) -> str:
     """The Spark version string Spark's own writer records (``major.minor.patch``)."""
-    session: Any = df.sparkSession
     jvm: Any = session.sparkContext._jvm
     return str(jvm.org.apache.spark.package.SPARK_VERSION_SHORT())

@@ -57,7 +57,7 @@ def changelog_ops(request: TransformRequest, plans: Sequence[InputPlan]) -> list
     """The operation types the new input rows may hold, in `WRITE_ORDER` (``[]``: appends
     only, by every slice's footer statistics; all types when a footer cannot tell)."""
     from engine.s3io.objects import input_object, max_op
-    from engine.streaming.execute import _max_op  # the same footer reading as the state's
+    from engine.streaming.footers import max_op as footer_max_op  # as the state reads it
     from storage.s3.url import is_s3_url
 
     highest = 0
@@ -67,7 +67,7 @@ def changelog_ops(request: TransformRequest, plans: Sequence[InputPlan]) -> list
             found = (
                 max_op(input_object(s.path), op_column)
                 if is_s3_url(s.path)
-                else _max_op(Path(s.path), op_column)
+                else footer_max_op(Path(s.path), op_column)
             )
             highest = max(highest, max(WRITE_ORDER) if found is None else found)
     return [] if highest == 0 else [op for op in WRITE_ORDER if op <= highest]

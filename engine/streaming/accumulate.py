@@ -31,17 +31,23 @@ from engine.streaming.sqltext import Token, call_args, join, tokenize, unquote
 
 __all__ = [
     "AGGREGATE_KINDS",
+    "ROWS_COLUMN",
     "AccumulatorQuery",
     "AggregateCall",
     "OutputItem",
     "acc_column",
     "accumulator_types_ok",
+    "copies_column",
     "count_column",
+    "has_extremes",
     "key_column",
     "parse_accumulator_query",
     "partial_sql",
+    "retract_column",
 ]
 
+#: Column of a group's net row count (appends minus retractions) in partials and state.
+ROWS_COLUMN: Final = "__odf_nrows"
 #: Aggregates with a decomposable accumulator.
 AGGREGATE_KINDS: Final = frozenset({"COUNT", "SUM", "AVG", "MIN", "MAX"})
 #: Spark types (``simpleString``) whose sum is exact and order-free.
@@ -119,8 +125,24 @@ def acc_column(j: int) -> str:
 
 
 def count_column(j: int) -> str:
-    """Name of the row count of an ``avg`` accumulator."""
+    """Name of the net count of non-null values of the ``j``-th aggregate's argument."""
     return f"__odf_n{j}"
+
+
+def retract_column(j: int) -> str:
+    """Name of the extreme of the values a run takes back (``min``/``max`` partials)."""
+    return f"__odf_r{j}"
+
+
+def copies_column(j: int) -> str:
+    """Name of the net count of a run's rows holding the value of `retract_column`."""
+    return f"__odf_m{j}"
+
+
+def has_extremes(query: AccumulatorQuery) -> bool:
+    """Whether the query has a ``min`` or ``max``: an accumulator that keeps only the
+    extreme value, so a retraction of that value leaves it unknown."""
+    return any(a.kind in ("MIN", "MAX") for a in query.aggregates)
 
 
 def parse_accumulator_query(sql: str) -> AccumulatorQuery | None:
@@ -164,17 +186,59 @@ def parse_accumulator_query(sql: str) -> AccumulatorQuery | None:
     )
 
 
-def partial_sql(query: AccumulatorQuery) -> str:
-    """The query giving, over the new rows, one row of partial accumulators per group:
-    the keys as `key_column`, each aggregate as `acc_column` (and `count_column` for
-    ``avg``: its sum and its count of non-null values)."""
-    cols = [f"{k} AS {key_column(i)}" for i, k in enumerate(query.keys)]
+def partial_sql(query: AccumulatorQuery, retracts: str | None = None) -> str:
+    """The query giving, over the new rows, one row of partial accumulators per group.
+
+    Columns: the keys as `key_column`; `ROWS_COLUMN`, the group's net row count; per
+    aggregate, `acc_column` (a count; a sum for ``sum`` and ``avg``; the extreme of the
+    added values for ``min``/``max``) and, except for ``count``, `count_column` (the net
+    count of non-null values) and, for ``min``/``max``, `retract_column` (the extreme of
+    the values taken back) and `copies_column` (the net count of the new rows holding
+    that value). ``retracts`` is the SQL condition of a row that takes back an earlier
+    one (``op`` of ``-R`` or ``-C``): such rows count -1 and subtract from sums. Without
+    it every row adds, and there are neither `retract_column` s nor `copies_column` s.
+    """
+    if retracts is None:
+        return _appends_sql(query)
+    sign, net = "__odf_sign", "CAST(coalesce(sum(__odf_sign), 0) AS BIGINT)"
+    inner = [f"{k} AS {key_column(i)}" for i, k in enumerate(query.keys)]
+    inner.append(f"CASE WHEN ({retracts}) THEN -1 ELSE 1 END AS {sign}")
+    over = f"OVER (PARTITION BY {', '.join(query.keys)})" if query.keys else "OVER ()"
+    keys = [key_column(i) for i in range(len(query.keys))]
+    cols = [*keys, f"{net} AS {ROWS_COLUMN}"]
     for j, agg in enumerate(query.aggregates):
-        if agg.kind == "AVG":
-            cols.append(f"sum({agg.arg}) AS {acc_column(j)}")
-            cols.append(f"count({agg.arg}) AS {count_column(j)}")
+        if agg.kind == "COUNT" and agg.arg in ("*", "1"):
+            cols.append(f"{net} AS {acc_column(j)}")
+            continue
+        v, w = f"__odf_v{j}", f"__odf_w{j}"
+        inner.append(f"{agg.arg} AS {v}")
+        counted = f"CAST(coalesce(sum(CASE WHEN {v} IS NULL THEN 0 ELSE {sign} END), 0) AS BIGINT)"
+        if agg.kind == "COUNT":
+            cols.append(f"{counted} AS {acc_column(j)}")
+            continue
+        if agg.kind in ("SUM", "AVG"):
+            cols.append(f"sum({sign} * {v}) AS {acc_column(j)}")
         else:
-            cols.append(f"{agg.kind.lower()}({agg.arg}) AS {acc_column(j)}")
+            f = agg.kind.lower()
+            inner.append(f"{f}(CASE WHEN ({retracts}) THEN {agg.arg} END) {over} AS {w}")
+            cols.append(f"{f}(CASE WHEN {sign} > 0 THEN {v} END) AS {acc_column(j)}")
+            cols.append(f"{f}({w}) AS {retract_column(j)}")
+            at = f"CASE WHEN {v} = {w} THEN {sign} ELSE 0 END"
+            cols.append(f"CAST(coalesce(sum({at}), 0) AS BIGINT) AS {copies_column(j)}")
+        cols.append(f"{counted} AS {count_column(j)}")
+    group = f" GROUP BY {', '.join(keys)}" if keys else ""
+    return f"SELECT {', '.join(cols)} FROM (SELECT {', '.join(inner)} {query.source}){group}"
+
+
+def _appends_sql(query: AccumulatorQuery) -> str:
+    """`partial_sql` over rows that all add: plain aggregates."""
+    cols = [f"{k} AS {key_column(i)}" for i, k in enumerate(query.keys)]
+    cols.append(f"count(*) AS {ROWS_COLUMN}")
+    for j, agg in enumerate(query.aggregates):
+        kind = "SUM" if agg.kind == "AVG" else agg.kind
+        cols.append(f"{kind.lower()}({agg.arg}) AS {acc_column(j)}")
+        if agg.kind != "COUNT":
+            cols.append(f"count({agg.arg}) AS {count_column(j)}")
     group = f" GROUP BY {', '.join(query.keys)}" if query.keys else ""
     return f"SELECT {', '.join(cols)} {query.source}{group}"
 

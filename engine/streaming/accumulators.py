@@ -1,9 +1,10 @@
 """Per-group accumulators of a decomposable GROUP BY: merge a run's partials, emit what changed.
 
 The state is one row per group (written with pyarrow, no Spark job): the group's keys
-(`key_column`), its accumulators (`acc_column`, and `count_column` for ``avg``), the
-output row emitted for it (``__odf_o<m>``: needed to retract it, whatever the query
-outputs) and whether that row is live (emitted and not retracted, ``__odf_live``).
+(`key_column`), its net row count (`ROWS_COLUMN`), its accumulators (`acc_column`, and
+`count_column`: the net count of each argument's non-null values), the output row
+emitted for it (``__odf_o<m>``: needed to retract it, whatever the query outputs) and
+whether that row is live (emitted and not retracted, ``__odf_live``).
 
 A run (`merge_partials`) takes the partial accumulators of its new rows (one row per
 group touched, computed by Spark with `engine.streaming.accumulate.partial_sql`), merges
@@ -13,8 +14,16 @@ live row must change, in the order of the groups' keys:
 - a new group (or one whose row just became final): ``+A`` (op 0) of its row;
 - a changed group: ``-C`` (op 2) of the old row immediately followed by ``+C`` (op 3) of
   the new one (RFC-015's correction pair);
-- a group whose new row is not final yet (its event time after the gate): ``-R`` (op 1)
-  of the old row; the new one is emitted once the watermark reaches it.
+- a group whose new row is not final yet (its event time after the gate), or that has no
+  rows left: ``-R`` (op 1) of the old row; a row not final is emitted once the watermark
+  reaches it.
+
+Input rows that take back an earlier row (``-R``, ``-C``) subtract: counts and sums are
+exact under any well-formed changelog. A ``min``/``max`` keeps only its extreme: a
+retraction of a value beyond it is impossible, of a value short of it changes nothing,
+and of the extreme itself, while other values remain, is refused (`InvalidQuery`), since
+the next extreme is unknown; so is a count going below zero. A wrong answer is never
+emitted.
 
 A row is final as in the changelog mode: its event time at or before the gate, or NULL,
 or no gate yet (no watermark). Folded, the output is then the query's answer over all
@@ -33,11 +42,15 @@ from typing import Final
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from engine.errors import InvalidQuery
 from engine.streaming.accumulate import (
+    ROWS_COLUMN,
     AccumulatorQuery,
     acc_column,
+    copies_column,
     count_column,
     key_column,
+    retract_column,
 )
 
 __all__ = ["LIVE_COLUMN", "AccumulatorRun", "emitted_column", "merge_partials"]
@@ -84,27 +97,90 @@ def merge_partials(
         gate_us: rows whose event time is at or before it (µs) are final; None: all.
 
     Raises:
+        InvalidQuery: a retraction the state cannot take (`_check_retractions`).
         pyarrow.ArrowInvalid: a sum or count beyond a 64-bit integer (as Spark refuses).
     """
-    merged = _merge(query, _with_global_key(query, state), _with_global_key(query, partial))
+    partial = _with_extremes(query, _with_global_key(query, partial))
+    merged = _merge(query, _with_global_key(query, state), partial)
+    merged = _check_retractions(query, merged)
     merged = merged.take(pc.sort_indices(merged, sort_keys=_sort_keys(query)))
     new = _outputs(query, merged, names)
     final = _final(new.column(names.index(event_time)), gate_us)
+    # A group all of whose rows were taken back is no longer in the answer (a global
+    # aggregate always has its one row).
+    present = (
+        pc.greater(merged.column(ROWS_COLUMN), 0)
+        if query.keys
+        else pa.chunked_array([pa.array([True] * merged.num_rows, pa.bool_())])
+    )
     live = pc.fill_null(merged.column(LIVE_COLUMN), False)
-    if state is None or state.num_rows == 0:
-        old = new  # nothing was emitted yet: every group is not live
+    if state is None or state.num_rows == 0 or emitted_column(0) not in state.column_names:
+        old = new  # nothing emitted from this state yet: every group is not live
     else:
         old = pa.table(
             [merged.column(emitted_column(m)) for m in range(len(names))], names=list(names)
         )
     same = _rows_equal(old, new)
-    retract = pc.and_(live, pc.or_(pc.invert(final), pc.invert(same)))
-    add = pc.and_(final, pc.or_(pc.invert(live), pc.invert(same)))
-    changes = _interleave(old, new, retract, add, final, live)
+    shown = pc.and_(present, final)
+    retract = pc.and_(live, pc.or_(pc.invert(shown), pc.invert(same)))
+    add = pc.and_(shown, pc.or_(pc.invert(live), pc.invert(same)))
+    changes = _interleave(old, new, retract, add, shown, live)
     keep = [key_column(i) for i in range(_key_count(query))] + _acc_names(query)
-    state_cols = [merged.column(c) for c in keep] + list(new.columns) + [final]
+    state_cols = [merged.column(c) for c in keep] + list(new.columns) + [shown]
     state_names = keep + [emitted_column(m) for m in range(len(names))] + [LIVE_COLUMN]
-    return AccumulatorRun(changes=changes, state=pa.table(state_cols, names=state_names))
+    next_state = pa.table(state_cols, names=state_names).filter(present)
+    return AccumulatorRun(changes=changes, state=next_state)
+
+
+def _check_retractions(query: AccumulatorQuery, merged: pa.Table) -> pa.Table:
+    """``merged`` with the extreme of every ``min``/``max`` whose values were all taken back
+    cleared, after refusing what the state cannot take:
+
+    - a net count below zero: the input takes back a row it never had;
+    - a ``min`` (``max``) whose taken-back values reach its extreme while values remain:
+      the state keeps only the extreme, so the new one is unknown.
+
+    Raises:
+        InvalidQuery: naming the aggregate and what it cannot take.
+    """
+    counts = [ROWS_COLUMN] + [c for c in _acc_names(query) if c.startswith("__odf_n")]
+    counts += [acc_column(j) for j, a in enumerate(query.aggregates) if a.kind == "COUNT"]
+    for c in counts:
+        if pc.any(pc.less(merged.column(c), 0)).as_py():
+            raise InvalidQuery(
+                "an input of this aggregation takes back (-R/-C) a row it never added: "
+                "its changelog is malformed"
+            )
+    for j in _extreme_indexes(query):
+        agg = query.aggregates[j]
+        acc, back, copies, was, n = (
+            merged.column(c)
+            for c in (
+                acc_column(j),
+                retract_column(j),
+                copies_column(j),
+                _state_extreme(j),
+                count_column(j),
+            )
+        )
+        at = pc.fill_null(pc.equal(back, acc), False)
+        # The extreme taken back is still held if the run adds back as many copies as it
+        # takes (and the state held it), or more.
+        held = pc.or_(
+            pc.and_(pc.greater_equal(copies, 0), pc.fill_null(pc.equal(was, back), False)),
+            pc.greater(copies, 0),
+        )
+        if pc.any(pc.and_(pc.and_(at, pc.invert(held)), pc.greater(n, 0))).as_py():
+            raise InvalidQuery(
+                f"{agg.kind.lower()}({agg.arg}): an input takes back (-R/-C) the group's "
+                f"{agg.kind.lower()}imum, and this query's state keeps only that value, not "
+                "the next one: add the derivative again to compute it over all its input "
+                "(a query whose input retracts from its first run keeps its input rows)"
+            )
+        cleared = pc.if_else(pc.equal(n, 0), pa.nulls(len(acc), acc.type), acc)
+        merged = merged.set_column(merged.column_names.index(acc_column(j)), acc_column(j), cleared)
+    states = [_state_extreme(j) for j in _extreme_indexes(query)]
+    return merged.drop_columns(_extreme_names(query) + states)
 
 
 def _key_count(query: AccumulatorQuery) -> int:
@@ -119,12 +195,33 @@ def _with_global_key(query: AccumulatorQuery, table: pa.Table | None) -> pa.Tabl
 
 
 def _acc_names(query: AccumulatorQuery) -> list[str]:
-    out = []
+    """The accumulator columns kept in the state: the net row count, then per aggregate
+    its accumulator and (all but ``count``) its net count of values."""
+    out = [ROWS_COLUMN]
     for j, agg in enumerate(query.aggregates):
         out.append(acc_column(j))
-        if agg.kind == "AVG":
+        if agg.kind != "COUNT":
             out.append(count_column(j))
     return out
+
+
+def _extreme_names(query: AccumulatorQuery) -> list[str]:
+    """The partial's columns about the extremes taken back (``min``/``max`` only): the
+    extreme, and the net count of the run's rows holding it."""
+    out = []
+    for j, agg in enumerate(query.aggregates):
+        if agg.kind in ("MIN", "MAX"):
+            out += [retract_column(j), copies_column(j)]
+    return out
+
+
+def _extreme_indexes(query: AccumulatorQuery) -> list[int]:
+    return [j for j, a in enumerate(query.aggregates) if a.kind in ("MIN", "MAX")]
+
+
+def _state_extreme(j: int) -> str:
+    """Name of the previous state's extreme of the ``j``-th aggregate, during a merge."""
+    return f"__odf_s{j}"
 
 
 def _sort_keys(query: AccumulatorQuery) -> list[tuple[str, str]]:
@@ -132,23 +229,39 @@ def _sort_keys(query: AccumulatorQuery) -> list[tuple[str, str]]:
 
 
 def _merge(query: AccumulatorQuery, state: pa.Table | None, partial: pa.Table) -> pa.Table:
-    """One row per group: accumulators merged, and the state's emitted row and live flag
-    (null for a group the state does not have). Sums are added as 38-digit decimals and
-    cast back, so that an overflow raises instead of wrapping."""
+    """One row per group: accumulators merged, the extremes this run takes back, and the
+    state's emitted row and live flag (null for a group the state does not have). Sums
+    are added as 38-digit decimals and cast back, so that an overflow raises instead of
+    wrapping."""
     keys = [key_column(i) for i in range(_key_count(query))]
     accs = _acc_names(query)
+    extremes = _extreme_names(query)
     carried: list[str] = []
     if state is not None:
         carried = [c for c in state.column_names if c not in keys and c not in accs]
-        partial = _conform(partial.select(keys + accs), state.select(keys + accs).schema)
-        for c in carried:
+        partial = _conform(
+            partial.select(keys + accs + extremes), _schema(state, partial, keys + accs, extremes)
+        )
+        partial = _with_nulls(partial, carried, state.schema)
+        old = _with_nulls(state.select(keys + accs + carried), extremes, partial.schema)
+        for j in _extreme_indexes(query):
+            old = old.append_column(_state_extreme(j), old.column(acc_column(j)))
             partial = partial.append_column(
-                c, pa.nulls(partial.num_rows, state.schema.field(c).type)
+                _state_extreme(j), pa.nulls(partial.num_rows, old.schema.field(acc_column(j)).type)
             )
-        both = pa.concat_tables([state.select(keys + accs + carried), partial])
+        extremes = extremes + [_state_extreme(j) for j in _extreme_indexes(query)]
+        both = pa.concat_tables(
+            [old, partial.select(keys + accs + carried + extremes)], promote_options="permissive"
+        )
     else:
-        both = partial.select(keys + accs)
-    sums = {c for c in accs if _MERGE[_kind(query, c)] == "sum"}
+        both = partial.select(keys + accs + extremes)
+        for j in _extreme_indexes(query):
+            kind = both.schema.field(acc_column(j)).type
+            both = both.append_column(_state_extreme(j), pa.nulls(both.num_rows, kind))
+        extremes = extremes + [_state_extreme(j) for j in _extreme_indexes(query)]
+    merges = {c: _MERGE[_kind(query, c)] for c in accs + extremes}
+    sums = {c for c, how in merges.items() if how == "sum"}
+    types = {c: both.schema.field(c).type for c in sums}
     both = pa.table(
         [
             both.column(c).cast(_SUM_TYPE) if c in sums else both.column(c)
@@ -157,17 +270,12 @@ def _merge(query: AccumulatorQuery, state: pa.Table | None, partial: pa.Table) -
         names=both.column_names,
     )
     first = pc.ScalarAggregateOptions(skip_nulls=False)
-    aggs: list[tuple[str, str] | tuple[str, str, pc.FunctionOptions]] = [
-        (c, _MERGE[_kind(query, c)]) for c in accs
-    ]
+    aggs: list[tuple[str, str] | tuple[str, str, pc.FunctionOptions]] = list(merges.items())
     aggs += [(c, "first", first) for c in carried]
     # Ordered ("first": the state's row, which comes first), so single-threaded.
     out = both.group_by(keys, use_threads=False).aggregate(aggs)
-    renamed = {f"{c}_{_MERGE[_kind(query, c)]}": c for c in accs} | {
-        f"{c}_first": c for c in carried
-    }
+    renamed = {f"{c}_{how}": c for c, how in merges.items()} | {f"{c}_first": c for c in carried}
     out = out.rename_columns([renamed.get(c, c) for c in out.column_names])
-    types = {c: partial.schema.field(c).type for c in accs}
     cols = [out.column(c).cast(types[c]) if c in sums else out.column(c) for c in out.column_names]
     out = pa.table(cols, names=out.column_names)
     if LIVE_COLUMN not in out.column_names:
@@ -175,13 +283,42 @@ def _merge(query: AccumulatorQuery, state: pa.Table | None, partial: pa.Table) -
     return out
 
 
+def _schema(
+    state: pa.Table, partial: pa.Table, kept: Sequence[str], extremes: Sequence[str]
+) -> pa.Schema:
+    """The types a partial takes in a merge: the state's for what the state keeps, the
+    partial's own for the extremes taken back."""
+    fields = [state.schema.field(c) for c in kept] + [partial.schema.field(c) for c in extremes]
+    return pa.schema(fields)
+
+
+def _with_extremes(query: AccumulatorQuery, partial: pa.Table | None) -> pa.Table:
+    """``partial`` with its taken-back extremes (NULL, with no copies, when it has none:
+    only appends)."""
+    assert partial is not None
+    for j, agg in enumerate(query.aggregates):
+        if agg.kind in ("MIN", "MAX") and retract_column(j) not in partial.column_names:
+            kind = partial.schema.field(acc_column(j)).type
+            partial = partial.append_column(retract_column(j), pa.nulls(partial.num_rows, kind))
+            zeros = pa.array([0] * partial.num_rows, pa.int64())
+            partial = partial.append_column(copies_column(j), zeros)
+    return partial
+
+
+def _with_nulls(table: pa.Table, columns: Sequence[str], schema: pa.Schema) -> pa.Table:
+    """``table`` with ``columns`` (typed as in ``schema``) appended, all NULL."""
+    for c in columns:
+        table = table.append_column(c, pa.nulls(table.num_rows, schema.field(c).type))
+    return table
+
+
 def _kind(query: AccumulatorQuery, column: str) -> str:
-    """The aggregate kind of an accumulator column (``avg``'s count is summed too)."""
-    return (
-        query.aggregates[int(column[len("__odf_a") :])].kind
-        if column.startswith("__odf_a")
-        else "COUNT"
-    )
+    """The aggregate kind of an accumulator or taken-back-extreme column; counts of rows
+    and values are summed, as counts."""
+    for prefix in ("__odf_a", "__odf_r", "__odf_s"):
+        if column.startswith(prefix):
+            return query.aggregates[int(column[len(prefix) :])].kind
+    return "COUNT"
 
 
 def _conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
@@ -210,6 +347,10 @@ def _outputs(query: AccumulatorQuery, merged: pa.Table, names: Sequence[str]) ->
                 pc.cast(acc, pa.float64()), pc.cast(pc.if_else(empty, 1, n), pa.float64())
             )
             cols.append(pc.if_else(empty, pa.nulls(len(ratio), pa.float64()), ratio))
+        elif query.aggregates[j].kind == "SUM":
+            # The sum of no values is NULL, also once every value was taken back.
+            none = pc.fill_null(pc.equal(merged.column(count_column(j)), 0), True)
+            cols.append(pc.if_else(none, pa.nulls(len(acc), acc.type), acc))
         else:
             cols.append(acc)
     return pa.table(cols, names=list(names))

@@ -3,7 +3,9 @@
 A streaming query must give, folded, the same answer however its input was split into
 runs. Spark's batch engine answers a query over a set of rows; this executor makes each run
 a batch over *the rows the query still needs* (kept in the checkpoint) plus the new input,
-and emits the part of that answer that is new. Two modes, chosen from the query's plan:
+and emits the part of that answer that is new. Three modes, chosen from the query's plan;
+accumulate is chosen only when a state is first made, and an accumulator state keeps that
+mode for its life (its runs have no input rows to recompute anything else from):
 
 **Window** (`MODE_WINDOW`): one input, one group window over its event time, no other
 stateful operator (the spec's own example, and the bulk of real pipelines). A window's row
@@ -14,7 +16,11 @@ still open (rows with event time >= the start of the oldest open window), so sta
 run time follow the open windows, not the history. Rows arriving for a window already
 emitted are late: they are dropped, as Flink drops them.
 
-**Changelog** (`MODE_CHANGELOG`): everything else -- top-N, aggregations without windows,
+**Accumulate** (`MODE_ACCUMULATE`): a GROUP BY of plain columns (or a global aggregate)
+with count/sum/avg/min/max of plain columns over one input keeps one accumulator row per
+group and no input rows (`engine.streaming.accumulate_run`).
+
+**Changelog** (`MODE_CHANGELOG`): everything else -- top-N, other aggregations without windows,
 OVER windows, interval and temporal-table joins, chains of them. The checkpoint holds every
 input row and the *live* output (rows emitted and not retracted, with their offsets). Each
 run recomputes the query, keeps the rows that are final by the watermark (see below), and
@@ -62,6 +68,9 @@ from engine.errors import InvalidQuery
 from engine.inputs import InputPlan, plan_node_names, read_input, schema_of_file, stateful_nodes
 from engine.output import OP_APPEND, finish_output
 from engine.sql import quote_identifier, register_view, run_steps
+from engine.streaming.accumulate import parse_accumulator_query
+from engine.streaming.accumulate_run import accumulator_query, run_accumulate
+from engine.streaming.footers import max_op
 from engine.streaming.retain import retain_rows
 from engine.streaming.rewrite import (
     HIDDEN_PREFIX,
@@ -71,6 +80,7 @@ from engine.streaming.rewrite import (
     TemporalSource,
 )
 from engine.streaming.state import (
+    MODE_ACCUMULATE,
     MODE_CHANGELOG,
     MODE_WINDOW,
     OFFSET_COLUMN,
@@ -178,6 +188,11 @@ def run_stateful(
     result = run_steps(session, list(query.steps))
     facts = _plan_facts(request, query, views, result)
     mode = facts.mode
+    gate_us = None if watermark is None else _micros(watermark) - query.hold_back_us
+    if mode == MODE_CHANGELOG and (prev is None or prev[0].mode == MODE_ACCUMULATE):
+        accumulated = _accumulated(session, request, query, result, plans, gate_us, prev, state_dir)
+        if accumulated is not None:
+            return accumulated
     replan = parallel and not (mode == MODE_WINDOW and facts.order_insensitive)
     parallel = parallel and not replan
     # The mode is decided on the plain views; an input holding retractions is then
@@ -187,7 +202,6 @@ def run_stateful(
         views = _input_views(session, request, plans, prev, parallel=parallel, fold=fold)
         _register(request, views)
         result = run_steps(session, list(query.steps))
-    gate_us = None if watermark is None else _micros(watermark) - query.hold_back_us
     prev_state = prev[0] if prev else None
     frontier = prev_state.frontier_us if prev_state else None
     final = _final_rows(result, request, gate_us, frontier if mode == MODE_WINDOW else None)
@@ -223,6 +237,44 @@ def run_stateful(
         frontier_us=new_frontier,
         inputs=inputs,
         has_output=has_output,
+    )
+    return StatefulRun(num_records=num, state=state)
+
+
+def _accumulated(
+    session: SparkSession,
+    request: TransformRequest,
+    query: RewrittenQuery,
+    result: DataFrame,
+    plans: Sequence[InputPlan],
+    gate_us: int | None,
+    prev: tuple[StreamState, Path] | None,
+    state_dir: Path,
+) -> StatefulRun | None:
+    """The run of a query on accumulators (`engine.streaming.accumulate_run`), or None
+    when it keeps another state. A state's mode is kept for its life: a new state takes
+    accumulators when the query allows, an accumulator state is never left.
+
+    Raises:
+        InvalidQuery: a query that cannot run on the accumulator state it has.
+    """
+    visible = _visible(result)
+    if prev is not None and prev[0].fingerprint == query.fingerprint:
+        # The state was made for this query, whose shape was checked then.
+        acc = parse_accumulator_query(query.steps[0].query)
+    else:
+        retracting = prev is None and any(_holds_retractions(request, plans, None))
+        acc = accumulator_query(session, request, query, visible, retracting=retracting)
+    if acc is None:
+        if prev is not None:
+            raise InvalidQuery(
+                "this derivative keeps one accumulator row per group (its state has no input "
+                "rows): a new query over it must also be a GROUP BY of plain columns with "
+                "count/sum/avg/min/max of columns, over the same single input"
+            )
+        return None
+    num, state = run_accumulate(
+        session, request, query, acc, visible, plans, gate_us, prev, state_dir
     )
     return StatefulRun(num_records=num, state=state)
 
@@ -335,29 +387,8 @@ def _holds_retractions(
         if prev is not None:
             folder = prev[0].input_dir(prev[1], inp.dataset_id.as_multibase())
             files += sorted(folder.glob("*.parquet")) if folder is not None else []
-        out.append(any(_max_op(f, inp.vocab.operation_type_column) != 0 for f in files))
+        out.append(any(max_op(f, inp.vocab.operation_type_column) != 0 for f in files))
     return out
-
-
-def _max_op(path: Path, op_column: str) -> int | None:
-    """The largest ``op`` of a Parquet file by its statistics (None: unknown)."""
-    import pyarrow.parquet as pq
-
-    try:
-        meta = pq.ParquetFile(path).metadata
-    except (OSError, ValueError):
-        return None  # Spark reports the unreadable file
-    names = [meta.schema.column(i).name for i in range(meta.num_columns)]
-    if op_column not in names:
-        return 0
-    index = names.index(op_column)
-    best = 0
-    for g in range(meta.num_row_groups):
-        stats = meta.row_group(g).column(index).statistics
-        if stats is None or not stats.has_min_max:
-            return None
-        best = max(best, int(stats.max), abs(int(stats.min)))
-    return best
 
 
 def _fold(df: DataFrame, inp: TransformRequestInput) -> DataFrame:

@@ -6,7 +6,9 @@ Layout of the state folder (stored under ``state/`` in the checkpoint archive):
 - ``input-<n>/``: Parquet files of the rows of input ``n`` the query still needs (the
   inputs are listed in ``state.json`` by dataset ID), in offset order;
 - ``output/``: Parquet files of the *live* output of a changelog query: the rows emitted
-  and not retracted so far, each with the offset it was emitted at (`OFFSET_COLUMN`).
+  and not retracted so far, each with the offset it was emitted at (`OFFSET_COLUMN`);
+- ``accumulators/``: one Parquet file, one row per group, for an accumulator query
+  (`engine.streaming.accumulators`): no input rows at all.
 
 The state is the engine's own business (the spec makes checkpoints opaque); its bytes
 need not be deterministic, only the data computed from it.
@@ -22,6 +24,8 @@ from typing import Final
 from engine.errors import CheckpointError
 
 __all__ = [
+    "ACCUMULATORS_DIR",
+    "MODE_ACCUMULATE",
     "MODE_CHANGELOG",
     "MODE_WINDOW",
     "OFFSET_COLUMN",
@@ -37,6 +41,13 @@ STATE_FORMAT: Final = 1
 MODE_WINDOW: Final = "window"
 #: Recompute over every retained row and emit the difference to the live output.
 MODE_CHANGELOG: Final = "changelog"
+#: One accumulator row per group of a decomposable GROUP BY (or one for a global
+#: aggregate), merged with each run's partial accumulators.
+MODE_ACCUMULATE: Final = "accumulate"
+#: Folder of an accumulator query's state (`MODE_ACCUMULATE`).
+ACCUMULATORS_DIR: Final = "accumulators"
+#: Every mode a state may record.
+MODES: Final = (MODE_WINDOW, MODE_CHANGELOG, MODE_ACCUMULATE)
 #: Column of the live output holding the offset a row was emitted at.
 OFFSET_COLUMN: Final = "__odf_emitted_offset"
 #: Largest ``state.json`` read.
@@ -50,7 +61,8 @@ class StreamState:
 
     Attributes:
         fingerprint: digest of the rewritten query that produced this state.
-        mode: `MODE_WINDOW` or `MODE_CHANGELOG`.
+        mode: `MODE_WINDOW`, `MODE_CHANGELOG` or `MODE_ACCUMULATE` (kept for the
+            state's life: a later run never switches it).
         frontier_us: the watermark (µs since the epoch) up to which results are final:
             windows ending at or before it were emitted. None before the first watermark.
         inputs: input folder name -> dataset ID (multibase) of the retained rows.
@@ -110,9 +122,12 @@ def load_state(root: Path) -> StreamState | None:
         )
     except (ValueError, KeyError, TypeError, AttributeError) as e:
         raise CheckpointError(f"checkpoint state.json is malformed: {e}") from None
-    if state.mode not in (MODE_WINDOW, MODE_CHANGELOG):
+    if state.mode not in MODES:
         raise CheckpointError(f"checkpoint state mode {state.mode!r} is unknown")
-    for name in [*state.inputs, *(["output"] if state.has_output else [])]:
+    folders = [*state.inputs, *(["output"] if state.has_output else [])]
+    if state.mode == MODE_ACCUMULATE:
+        folders.append(ACCUMULATORS_DIR)
+    for name in folders:
         if "/" in name or name in (".", "..") or not (root / name).is_dir():
             raise CheckpointError(f"checkpoint state folder {name!r} is missing")
     return state

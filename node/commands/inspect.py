@@ -1,4 +1,10 @@
-"""``odf inspect schema DS``: a dataset's data schema (ODF YAML, DDL or Arrow)."""
+"""``odf inspect schema DS``: a dataset's data schema (ODF YAML, DDL or Arrow);
+``odf inspect state [DS...]``: what each derivative's stream state keeps, and its size.
+
+The state is shown here rather than in ``odf log``: the log lists the metadata chain,
+block by block, as written; the state is the newest checkpoint's content, one answer per
+derivative, read from the checkpoint (the engine's format) on request.
+"""
 
 from __future__ import annotations
 
@@ -9,11 +15,12 @@ from typing import TYPE_CHECKING, Any, Final
 from node.cli_util import EXIT_OK, add_output_format
 from node.commands import dataset_view
 from node.errors import UsageError
+from node.render.output import OUTPUT_FORMATS
 
 if TYPE_CHECKING:
     import pyarrow as pa
 
-__all__ = ["SCHEMA_FORMATS", "cmd_inspect_schema", "ddl_of", "register"]
+__all__ = ["SCHEMA_FORMATS", "cmd_inspect_schema", "cmd_inspect_state", "ddl_of", "register"]
 
 SCHEMA_FORMATS: Final = ("odf-yaml", "ddl", "arrow")
 
@@ -82,6 +89,38 @@ def cmd_inspect_schema(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_inspect_state(args: argparse.Namespace) -> int:
+    from engine.streaming.summary import summarize_checkpoint
+    from fbs.model.enums import DatasetKind
+    from node.cli_util import open_workspace
+    from node.render.output import render
+    from node.render.state import STATE_COLUMNS, state_row
+    from storage.verified import verified_checkpoint_path
+
+    ws = open_workspace(args)
+    named = bool(args.datasets)
+    refs = args.datasets or [e.alias for e in ws.list()]
+    table = args.output_format == "table"
+    rows = []
+    for ref in refs:
+        ds = ws.get(ref)
+        state = ds.state()
+        if state is None or state.kind != DatasetKind.Derivative:
+            if named:
+                raise UsageError(f"dataset {ref} is not a derivative: it keeps no stream state")
+            continue
+        summary = None
+        if state.last_checkpoint is not None:
+            root = ds.layout.checkpoints.root
+            summary = summarize_checkpoint(verified_checkpoint_path(root, state.last_checkpoint))
+        rows.append(state_row(ref, summary, table=table))
+    if table:
+        render(rows, "table", columns=list(STATE_COLUMNS))
+    else:
+        render(rows, args.output_format)
+    return EXIT_OK
+
+
 def register(sub: Any) -> None:
     """Add ``inspect`` to the ``odf`` sub-parsers."""
     inspect = sub.add_parser("inspect", help="inspect a dataset")
@@ -90,3 +129,9 @@ def register(sub: Any) -> None:
     p.set_defaults(func=cmd_inspect_schema)
     p.add_argument("dataset", help="dataset alias or DID")
     add_output_format(p, SCHEMA_FORMATS, "ddl")
+    p = isub.add_parser(
+        "state", help="show what each derivative's stream state keeps, and its checkpoint size"
+    )
+    p.set_defaults(func=cmd_inspect_state)
+    p.add_argument("datasets", nargs="*", help="derivatives (alias or DID; default: all)")
+    add_output_format(p, OUTPUT_FORMATS, "table")

@@ -18,7 +18,7 @@ import pytest
 
 from engine.errors import InvalidQuery
 from engine.inputs import InputPlan, SlicePlan
-from engine.streaming import execute
+from engine.streaming import execute, footers
 from engine.streaming.execute import temporal_sources, versions_view_name
 from engine.streaming.rewrite import HIDDEN_PREFIX, RewrittenQuery, WindowSpec
 from engine.streaming.state import MODE_CHANGELOG, MODE_WINDOW, StreamState
@@ -153,34 +153,34 @@ def _ops_file(path: Path, groups: list[list[int]], *, stats: bool = True) -> Pat
 
 def test_max_op_is_the_largest_op_over_every_row_group(tmp_path: Path) -> None:
     """The footer's statistics of every row group count, not only the first or last."""
-    assert execute._max_op(_ops_file(tmp_path / "a.parquet", [[0, 0], [3, 0], [0, 0]]), "op") == 3
-    assert execute._max_op(_ops_file(tmp_path / "b.parquet", [[0, 2], [0, 1]]), "op") == 2
-    assert execute._max_op(_ops_file(tmp_path / "c.parquet", [[0, 0], [0, 0]]), "op") == 0
+    assert footers.max_op(_ops_file(tmp_path / "a.parquet", [[0, 0], [3, 0], [0, 0]]), "op") == 3
+    assert footers.max_op(_ops_file(tmp_path / "b.parquet", [[0, 2], [0, 1]]), "op") == 2
+    assert footers.max_op(_ops_file(tmp_path / "c.parquet", [[0, 0], [0, 0]]), "op") == 0
 
 
 def test_max_op_counts_a_negative_op_by_its_size(tmp_path: Path) -> None:
     """An op below zero is not an append either: its magnitude counts."""
-    assert execute._max_op(_ops_file(tmp_path / "a.parquet", [[0, -2]]), "op") == 2
+    assert footers.max_op(_ops_file(tmp_path / "a.parquet", [[0, -2]]), "op") == 2
 
 
 def test_max_op_unknown_without_statistics(tmp_path: Path) -> None:
     """No statistics prove nothing: None (the input is then folded)."""
-    assert execute._max_op(_ops_file(tmp_path / "a.parquet", [[0]], stats=False), "op") is None
+    assert footers.max_op(_ops_file(tmp_path / "a.parquet", [[0]], stats=False), "op") is None
 
 
 def test_max_op_of_a_file_without_the_op_column_is_zero(tmp_path: Path) -> None:
     path = tmp_path / "a.parquet"
     pq.write_table(pa.table({"x": [1, 2]}), path)
-    assert execute._max_op(path, "op") == 0
-    assert execute._max_op(_ops_file(tmp_path / "b.parquet", [[3]]), "operation") == 0
+    assert footers.max_op(path, "op") == 0
+    assert footers.max_op(_ops_file(tmp_path / "b.parquet", [[3]]), "operation") == 0
 
 
 def test_max_op_of_an_unreadable_file_is_unknown(tmp_path: Path) -> None:
     """Spark reports the unreadable file; the footer check only says it cannot tell."""
     bad = tmp_path / "bad.parquet"
     bad.write_bytes(b"not parquet")
-    assert execute._max_op(bad, "op") is None
-    assert execute._max_op(tmp_path / "missing.parquet", "op") is None
+    assert footers.max_op(bad, "op") is None
+    assert footers.max_op(tmp_path / "missing.parquet", "op") is None
 
 
 def _plan(*paths: Path) -> InputPlan:

@@ -22,6 +22,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from engine.errors import InvalidQuery
 from engine.streaming.accumulate import (
     AccumulatorQuery,
     accumulator_types_ok,
@@ -88,13 +89,33 @@ def test_partial_query_groups_the_new_rows_as_the_query_does() -> None:
     )
     assert q is not None
     assert partial_sql(q) == (
-        "SELECT e.k AS __odf_k0, max(e.event_time) AS __odf_a0, sum(v) AS __odf_a1, "
-        "count(v) AS __odf_n1, count(*) AS __odf_a2 FROM ev AS e WHERE e.v >= 3 -- positive\n"
+        "SELECT e.k AS __odf_k0, count(*) AS __odf_nrows, max(e.event_time) AS __odf_a0, "
+        "count(e.event_time) AS __odf_n0, sum(v) AS __odf_a1, count(v) AS __odf_n1, "
+        "count(*) AS __odf_a2 FROM ev AS e WHERE e.v >= 3 -- positive\n"
         " AND e.k <> 'x' GROUP BY e.k"
     )
     glob = parse_accumulator_query("SELECT max(event_time) AS event_time, count(1) FROM ev")
     assert glob is not None
-    assert partial_sql(glob) == ("SELECT max(event_time) AS __odf_a0, count(1) AS __odf_a1 FROM ev")
+    assert partial_sql(glob) == (
+        "SELECT count(*) AS __odf_nrows, max(event_time) AS __odf_a0, "
+        "count(event_time) AS __odf_n0, count(1) AS __odf_a1 FROM ev"
+    )
+    # Rows that take back an earlier one count -1; a min/max also gives the extreme of
+    # the values taken back and the net count of the run's rows holding it.
+    back = partial_sql(glob, "op IN (1, 2)")
+    assert back == (
+        "SELECT CAST(coalesce(sum(__odf_sign), 0) AS BIGINT) AS __odf_nrows, "
+        "max(CASE WHEN __odf_sign > 0 THEN __odf_v0 END) AS __odf_a0, "
+        "max(__odf_w0) AS __odf_r0, "
+        "CAST(coalesce(sum(CASE WHEN __odf_v0 = __odf_w0 THEN __odf_sign ELSE 0 END), 0) "
+        "AS BIGINT) AS __odf_m0, "
+        "CAST(coalesce(sum(CASE WHEN __odf_v0 IS NULL THEN 0 ELSE __odf_sign END), 0) "
+        "AS BIGINT) AS __odf_n0, "
+        "CAST(coalesce(sum(__odf_sign), 0) AS BIGINT) AS __odf_a1 "
+        "FROM (SELECT CASE WHEN (op IN (1, 2)) THEN -1 ELSE 1 END AS __odf_sign, "
+        "event_time AS __odf_v0, "
+        "max(CASE WHEN (op IN (1, 2)) THEN event_time END) OVER () AS __odf_w0 FROM ev)"
+    )
 
 
 def test_types_that_keep_accumulators_exact() -> None:
@@ -137,44 +158,78 @@ def _aggregate(kind: str, arg: str, rows: Sequence[Row]) -> Any:
     return min(values) if kind == "MIN" else max(values)
 
 
+def _sign(r: Row) -> int:
+    return -1 if r.get("op", 0) in (1, 2) else 1
+
+
 def _partial(q: AccumulatorQuery, rows: Sequence[Row]) -> pa.Table:
-    """What `partial_sql` gives over ``rows`` (GROUP BY: NULL keys are one group)."""
+    """What `partial_sql` gives over ``rows`` (GROUP BY: NULL keys are one group; a row
+    with ``op`` 1 or 2 takes one back)."""
     groups: dict[Any, list[Row]] = collections.defaultdict(list)
     for r in rows:
-        groups[r["k"] if q.keys else 0].append(r)
+        groups[tuple(r[k] for k in q.keys)].append(r)
     if not q.keys and not groups:
-        groups[0] = []  # a global aggregate has its one row over no rows too
+        groups[()] = []  # a global aggregate has its one row over no rows too
     cols: dict[str, list[Any]] = collections.defaultdict(list)
     for key, g in groups.items():
-        if q.keys:
-            cols["__odf_k0"].append(key)
+        for i, part in enumerate(key):
+            cols[f"__odf_k{i}"].append(part)
+        cols["__odf_nrows"].append(sum(_sign(r) for r in g))
+        added = [r for r in g if _sign(r) > 0]
+        taken = [r for r in g if _sign(r) < 0]
         for j, agg in enumerate(q.aggregates):
-            kind = "SUM" if agg.kind == "AVG" else agg.kind
-            cols[f"__odf_a{j}"].append(_aggregate(kind, agg.arg, g))
-            if agg.kind == "AVG":
-                cols[f"__odf_n{j}"].append(_aggregate("COUNT", agg.arg, g))
+            a = agg.arg
+            counted = sum(_sign(r) for r in g if a in ("*", "1") or r[a] is not None)
+            if agg.kind == "COUNT":
+                cols[f"__odf_a{j}"].append(counted)
+                continue
+            if agg.kind in ("SUM", "AVG"):
+                values = [_sign(r) * r[a] for r in g if r[a] is not None]
+                cols[f"__odf_a{j}"].append(sum(values) if values else None)
+            else:
+                back = _aggregate(agg.kind, a, taken)
+                cols[f"__odf_a{j}"].append(_aggregate(agg.kind, a, added))
+                cols[f"__odf_r{j}"].append(back)
+                cols[f"__odf_m{j}"].append(sum(_sign(r) for r in g if r[a] == back))
+            cols[f"__odf_n{j}"].append(counted)
     types = {"k": pa.string(), "v": pa.int64(), "event_time": TS}
-    fields = [pa.field("__odf_k0", pa.string())] if q.keys else []
+    fields = [pa.field(f"__odf_k{i}", types[k]) for i, k in enumerate(q.keys)]
+    fields.append(pa.field("__odf_nrows", pa.int64()))
     for j, agg in enumerate(q.aggregates):
         count = agg.kind == "COUNT"
         fields.append(pa.field(f"__odf_a{j}", pa.int64() if count else types[agg.arg]))
-        if agg.kind == "AVG":
+        if agg.kind in ("MIN", "MAX"):
+            fields.append(pa.field(f"__odf_r{j}", types[agg.arg]))
+            fields.append(pa.field(f"__odf_m{j}", pa.int64()))
+        if not count:
             fields.append(pa.field(f"__odf_n{j}", pa.int64()))
     schema = pa.schema(fields)
     return pa.table({f.name: pa.array(cols[f.name], f.type) for f in schema}, schema=schema)
 
 
+def _folded(rows: Sequence[Row]) -> list[Row]:
+    """The rows left once every retraction took back one earlier equal row."""
+    held: list[Row] = []
+    for r in rows:
+        data = {c: r[c] for c in ("event_time", "k", "v")}
+        if _sign(r) > 0:
+            held.append(data)
+        else:
+            held.remove(data)
+    return held
+
+
 def _answer(
-    q: AccumulatorQuery, rows: Sequence[Row], gate_ms: int | None
+    q: AccumulatorQuery, rows: Sequence[Row], gate_ms: int | None, et_index: int
 ) -> collections.Counter[Any]:
-    """The batch answer over ``rows``, final rows only."""
-    full = _partial(q, rows).to_pylist()
+    """The batch answer over the rows ``rows`` leave, final rows only."""
+    full = _partial(q, _folded(rows)).to_pylist()
     out: collections.Counter[Any] = collections.Counter()
     for g in full:
         row = []
         for item in q.items:
             if item.key:
-                row.append(g["__odf_k0"])
+                row.append(g[f"__odf_k{item.index}"])
                 continue
             j, kind = item.index, q.aggregates[item.index].kind
             acc = g[f"__odf_a{j}"]
@@ -182,7 +237,7 @@ def _answer(
                 n = g[f"__odf_n{j}"]
                 acc = None if n == 0 else float(acc) / float(n)
             row.append(acc)
-        et = row[next(i for i, n in enumerate(q.items) if not n.key) if not q.keys else 1]
+        et = row[et_index]
         if gate_ms is None or et is None or et <= T0 + dt.timedelta(milliseconds=gate_ms):
             out[tuple(row)] += 1
     return out
@@ -229,7 +284,8 @@ def _run(sql: str, rows: list[Row], cuts: list[int], gates: list[int | None]) ->
         )
         state = _roundtrip(run.state)
         outputs.append(run.changes)
-        assert fold(outputs) == _answer(q, rows[:p], gate), f"run {i}"
+        expected = _answer(q, rows[:p], gate, names.index("event_time"))
+        assert fold(outputs) == expected, f"run {i}"
         start = p
     return outputs
 
@@ -334,3 +390,151 @@ def test_a_sum_beyond_64_bits_is_refused_not_wrapped() -> None:
     run = merge_partials(q, None, _partial(q, big), _names(sql), "event_time", None)
     with pytest.raises(pa.ArrowInvalid):
         merge_partials(q, run.state, _partial(q, big), _names(sql), "event_time", None)
+
+
+# -- inputs that take rows back ---------------------------------------------------------------
+
+RETRACTABLE = (
+    "SELECT k, count(*) AS n, count(v) AS nv, sum(v) AS s, avg(v) AS a, "
+    "max(event_time) AS event_time FROM ev GROUP BY k"
+)
+SUMS_ONLY = (
+    "SELECT k, event_time, count(*) AS n, count(v) AS nv, sum(v) AS s, avg(v) AS a "
+    "FROM ev GROUP BY k, event_time"
+)
+
+
+def _changelog(seed: int, n: int, *, short_of_max: bool = False) -> list[Row]:
+    """Appends, retractions of held rows (-R) and corrections (-C then +C), mixed;
+    ``short_of_max``: only rows older than their group's newest are taken back."""
+    import random
+
+    rnd = random.Random(seed)
+    held: list[Row] = []
+    out: list[Row] = []
+    for i in range(n):
+        pick = rnd.random()
+        newest = {r["k"]: r["event_time"] for r in sorted(held, key=lambda r: r["event_time"])}
+        older = [j for j, r in enumerate(held) if r["event_time"] < newest[r["k"]]]
+        choices = older if short_of_max else list(range(len(held)))
+        if choices and pick < 0.25:
+            old = held.pop(rnd.choice(choices))
+            out.append({**old, "op": 1})
+        elif choices and pick < 0.45:
+            old = held.pop(rnd.choice(choices))
+            new = {**old, "v": rnd.choice([None, *range(-50, 50)])}
+            out += [{**old, "op": 2}, {**new, "op": 3}]
+            held.append(new)
+        else:
+            row = {
+                "event_time": T0 + dt.timedelta(minutes=i // 4),
+                "k": rnd.choice(["a", "b", None]),
+                "v": rnd.choice([None, *range(-50, 50)]),
+            }
+            out.append({**row, "op": 0})
+            held.append(row)
+    return out
+
+
+def _run_or_refuse(sql: str, rows: list[Row], cuts: list[int]) -> bool:
+    """`_run` without gates; False if a run refused (`InvalidQuery`) instead."""
+    try:
+        _run(sql, rows, cuts, [])
+    except InvalidQuery:
+        return False
+    return True
+
+
+@given(seed=st.integers(0, 10**6), cuts=st.lists(st.integers(0, 40), max_size=5))
+@SPLITS
+def test_counts_and_sums_take_rows_back_exactly(seed: int, cuts: list[int]) -> None:
+    """Counts, sums and averages subtract what the input takes back: never refused, and
+    after every run the fold is the answer over the rows the input holds."""
+    _run(SUMS_ONLY, _changelog(seed, 40), cuts, [])
+
+
+@given(seed=st.integers(0, 10**6), cuts=st.lists(st.integers(0, 40), max_size=5))
+@SPLITS
+def test_a_max_taking_rows_back_answers_right_or_refuses(seed: int, cuts: list[int]) -> None:
+    """A max keeps only its extreme: after every run the fold is the answer (`_run`
+    checks it), unless the run refused by name. A wrong answer is never emitted."""
+    _run_or_refuse(RETRACTABLE, _changelog(seed, 40), cuts)
+
+
+@given(seed=st.integers(0, 10**6), cuts=st.lists(st.integers(0, 40), max_size=5))
+@SPLITS
+def test_a_max_takes_back_rows_short_of_it_exactly(seed: int, cuts: list[int]) -> None:
+    """Taking back rows older than a group's newest leaves its max known: never
+    refused, and the fold is the answer after every run."""
+    _run(RETRACTABLE, _changelog(seed, 40, short_of_max=True), cuts, [])
+
+
+def test_a_max_survives_retractions_short_of_it() -> None:
+    """Corrections of older rows (a newer max is kept) and a group emptied entirely
+    (its row is retracted, the group is gone) need no value the state lacks."""
+    a0 = {"event_time": T0, "k": "a", "v": 1}
+    a1 = {"event_time": T0 + dt.timedelta(hours=1), "k": "a", "v": 2}
+    b0 = {"event_time": T0, "k": "b", "v": 5}
+    rows = [a0, a1, b0, {**a0, "op": 2}, {**a0, "v": 9, "op": 3}, {**b0, "op": 1}]
+    outs = _run(RETRACTABLE, rows, [3], [])
+    assert [r["op"] for r in outs[1].to_pylist()] == [2, 3, 1]  # a corrected, b gone
+
+
+def test_a_correction_keeping_the_max_is_taken() -> None:
+    """-C/+C of the newest row with the same event time: the max is still held."""
+    a0 = {"event_time": T0, "k": "a", "v": 1}
+    a1 = {"event_time": T0 + dt.timedelta(hours=1), "k": "a", "v": 2}
+    rows = [a0, a1, {**a1, "op": 2}, {**a1, "v": 3, "op": 3}]
+    outs = _run(RETRACTABLE, rows, [2], [])
+    assert [r["op"] for r in outs[1].to_pylist()] == [2, 3]
+
+
+def test_taking_back_the_max_itself_is_refused() -> None:
+    a0 = {"event_time": T0, "k": "a", "v": 1}
+    a1 = {"event_time": T0 + dt.timedelta(hours=1), "k": "a", "v": 2}
+    with pytest.raises(InvalidQuery, match=r"max\(event_time\).*keeps only"):
+        _run(RETRACTABLE, [a0, a1, {**a1, "op": 1}], [2], [])
+
+
+def test_taking_back_a_row_never_added_is_refused() -> None:
+    a0 = {"event_time": T0, "k": "a", "v": 1}
+    with pytest.raises(InvalidQuery, match="never added"):
+        _run(SUMS_ONLY, [a0, {**a0, "op": 1}, {**a0, "op": 1}], [1], [])
+
+
+def test_an_unchanged_group_with_a_null_emits_nothing() -> None:
+    """Two NULLs are equal: a group whose row has a NULL and did not change (a run that
+    touched another group) is not retracted and appended again."""
+    sql = "SELECT k, max(event_time) AS event_time, sum(v) AS s FROM ev GROUP BY k"
+    rows = [{"event_time": T0, "k": None, "v": None}, {"event_time": T0, "k": "b", "v": 1}]
+    outs = _run(sql, rows, [1], [])
+    assert outs[1].to_pylist() == [{"op": 0, "k": "b", "event_time": T0, "s": 1}]
+
+
+def test_a_date_event_time_is_final_at_its_day() -> None:
+    """A DATE event time is compared with the gate as the instant its day starts."""
+    sql = "SELECT k, max(d) AS event_time, count(*) AS n FROM ev GROUP BY k"
+    q = parse_accumulator_query(sql)
+    assert q is not None
+    day = dt.date(2020, 1, 2)
+    partial = pa.table(
+        {
+            "__odf_k0": pa.array(["a"]),
+            "__odf_nrows": pa.array([1], pa.int64()),
+            "__odf_a0": pa.array([day], pa.date32()),
+            "__odf_n0": pa.array([1], pa.int64()),
+            "__odf_a1": pa.array([1], pa.int64()),
+        }
+    )
+    at = int(dt.datetime(2020, 1, 2, tzinfo=dt.UTC).timestamp() * 1e6)
+    names = ["k", "event_time", "n"]
+    assert merge_partials(q, None, partial, names, "event_time", at).changes.num_rows == 1
+    assert merge_partials(q, None, partial, names, "event_time", at - 1).changes.num_rows == 0
+
+
+def test_a_null_that_becomes_a_value_is_corrected() -> None:
+    """A NULL and a value differ: a sum over no values that gets one is corrected."""
+    sql = "SELECT k, min(event_time) AS event_time, sum(v) AS s FROM ev GROUP BY k"
+    rows = [{"event_time": T0, "k": "a", "v": None}, {"event_time": T0, "k": "a", "v": 4}]
+    outs = _run(sql, rows, [1], [])
+    assert [(r["op"], r["s"]) for r in outs[1].to_pylist()] == [(2, None), (3, 4)]
