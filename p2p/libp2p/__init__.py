@@ -1,1 +1,1 @@
-"""The libp2p transport: the supervised host, pubsub guard, gossip, exchange, admission, identity."""
+"""The libp2p transport: supervised host, pubsub guard, gossip, exchange, admission, identity."""
