@@ -4,8 +4,9 @@ ODF names every object by a multihash rendered in multibase base16 (``f1620...``
 The `multiformats` package is the reference for code tables and non-hex multibases,
 but it is slow (~2k encodes/s) because of runtime type validation, so the hot path
 (sha3-256 hashing, base16 rendering and parsing) is implemented here and
-cross-checked against the library in the tests. Non-hex multibases (``z`` base58btc,
-``u`` base64url) go through the library; they only appear in hand-written input.
+cross-checked against the library in the tests. The other multibases ODF reads (``z``
+base58btc in ``did:key`` keys, ``u`` base64url in signatures) go through the small codecs
+of `fbs.multiformats_bases`, also cross-checked against the library.
 
 Parsing is strict: every accepted text is the *canonical* encoding of its bytes
 (single-case hex, no whitespace, no padding, no stray bits), so one value never has
@@ -19,6 +20,7 @@ import re
 from typing import Final
 
 from fbs.errors import InvalidHash, InvalidMultiformat
+from fbs.multiformats_bases import b58decode, b58encode, b64url_decode, b64url_encode
 from fbs.value import OrderedValue, set_field
 
 # Multicodec codes used by ODF.
@@ -114,11 +116,11 @@ def encode_multibase(data: bytes, base: str = "base16") -> str:
         return "f" + data.hex()
     if base == "base16upper":
         return "F" + data.hex().upper()
-    if base not in MULTIBASE_PREFIXES:
-        raise InvalidMultiformat(f"unsupported multibase {base!r}")
-    from multiformats import multibase
-
-    return str(multibase.encode(bytes(data), base))
+    if base == "base58btc":
+        return "z" + b58encode(bytes(data))
+    if base == "base64url":
+        return "u" + b64url_encode(bytes(data))
+    raise InvalidMultiformat(f"unsupported multibase {base!r}")
 
 
 def decode_multibase(text: str, *, max_len: int = MAX_MULTIBASE_LEN) -> bytes:
@@ -147,21 +149,11 @@ def decode_multibase(text: str, *, max_len: int = MAX_MULTIBASE_LEN) -> bytes:
     base = _PREFIX_BASES.get(prefix)
     if base is None or not body.isascii():
         raise InvalidMultiformat(f"unsupported multibase or non-ASCII text: {text!r}")
-    raw = _library_decode(text)
-    # The library tolerates padding and stray bits; insist on the canonical form.
+    raw = b58decode(body) if prefix == "z" else b64url_decode(body)
+    # base64url tolerates stray bits in its last character; insist on the canonical form.
     if encode_multibase(raw, base) != text:
         raise InvalidMultiformat(f"non-canonical {base} text: {text!r}")
     return raw
-
-
-def _library_decode(text: str) -> bytes:
-    """Decode via the `multiformats` package, mapping its assorted errors to ours."""
-    from multiformats import multibase
-
-    try:
-        return bytes(multibase.decode(text))
-    except Exception as e:  # the library raises assorted exception types
-        raise InvalidMultiformat(f"invalid multibase text {text!r}: {e}") from None
 
 
 class Multihash(OrderedValue):

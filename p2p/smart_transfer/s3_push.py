@@ -118,12 +118,15 @@ def _receive_batch(push: _S3Push, req: PushMetadataRequest) -> None:
 
 
 def _strategy(push: _S3Push, f: ObjectFile) -> PushStrategy:
-    """No upload for an object stored with its size; else a presigned quarantine ``PUT``."""
+    """No upload for an object stored with its size (its age restarted); else a presigned
+    quarantine ``PUT``."""
     store = push.layout.data if f.kind == "data" else push.layout.checkpoints
     if f.size > min(store.max_object_size, MAX_COPY_SIZE):
         # An upload is named by one server-side copy, which S3 caps at MAX_COPY_SIZE.
         raise _abort("ObjectsRequest", f"{f.kind} object {f.physical_hash} is too large")
-    stat = push.layout.client.stat(store.key_of(f.physical_hash))
+    # Re-used objects restart their age (copied onto themselves), so GC's grace
+    # period runs from this push, not from whoever stored them first.
+    stat = push.layout.client.touch(store.key_of(f.physical_hash))
     if stat is not None and stat.size == f.size:
         return PushStrategy(f, None)
     key = push.uploads.setdefault((f.kind, f.physical_hash), new_upload_key(push.layout))

@@ -17,7 +17,12 @@ from node.cli_util import EXIT_INVALID, EXIT_OK
 from storage.s3.url import S3Location
 from storage.workspace import Workspace
 from tests.p2p.sync_helpers import add_slices, make_dataset, new_workspace
-from tests.storage.s3.conftest import s3_client, s3_location, seaweed  # noqa: F401
+from tests.storage.s3.conftest import (  # noqa: F401
+    s3_client,
+    s3_location,
+    seaweed,
+    seaweed_client,
+)
 from tests.storage.s3.nocas_server import nocas_server
 
 

@@ -22,7 +22,12 @@ from storage.s3.layout import S3DatasetLayout
 from storage.s3.url import S3Location
 from storage.verify import verify_integrity
 from tests.p2p.sync_helpers import add_slices, make_dataset, new_workspace
-from tests.storage.s3.conftest import s3_client, s3_location, seaweed  # noqa: F401
+from tests.storage.s3.conftest import (  # noqa: F401
+    s3_client,
+    s3_location,
+    seaweed,
+    seaweed_client,
+)
 from tests.storage.s3.nocas_server import nocas_server
 
 

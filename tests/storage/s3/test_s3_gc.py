@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-from collections.abc import Iterator
 
 import pytest
 
@@ -12,30 +11,19 @@ from fbs.multiformats import Multihash
 from node.commands.gc import parse_grace
 from storage.errors import DatasetNotFound
 from storage.gc import DEFAULT_GC_GRACE_S
-from storage.s3.client import KeyStat, S3Client, connect
+from storage.s3.client import KeyStat, S3Client
 from storage.s3.commit import S3Committer
 from storage.s3.gc import collect_s3_garbage, referenced_keys
 from storage.s3.layout import S3DatasetLayout
-from storage.s3.url import S3Location
+from tests.storage.s3.conftest import MOTO_LOCATION
 from tests.storage.s3.race import RACE_DID
 
-LOC = S3Location(None, "odf-unit", "repo/ds")
+LOC = MOTO_LOCATION
 
 
 @pytest.fixture
-def layout(monkeypatch: pytest.MonkeyPatch) -> Iterator[S3DatasetLayout]:
-    from moto import mock_aws
-
-    for k, v in {
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing",
-        "AWS_DEFAULT_REGION": "us-east-1",
-    }.items():
-        monkeypatch.setenv(k, v)
-    with mock_aws():
-        c = connect(LOC)
-        c.raw.create_bucket(Bucket=LOC.bucket)
-        yield S3DatasetLayout(c, LOC)
+def layout(moto_client: S3Client) -> S3DatasetLayout:
+    return S3DatasetLayout(moto_client, LOC)
 
 
 def _seed(layout: S3DatasetLayout) -> None:

@@ -6,35 +6,22 @@ read as a lost compare-and-swap.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 
 from fbs.multiformats import Multihash
 from storage.errors import RefCASFailed
-from storage.s3.client import S3Client, connect
+from storage.s3.client import S3Client
 from storage.s3.objects import S3ObjectStore
 from storage.s3.probe import require_conditional_writes
 from storage.s3.refs import S3RefStore
-from storage.s3.url import S3Location
+from tests.storage.s3.conftest import MOTO_LOCATION
 
-LOC = S3Location(None, "odf-unit", "repo/ds")
+LOC = MOTO_LOCATION
 
 
 @pytest.fixture
-def client(monkeypatch: pytest.MonkeyPatch) -> Iterator[S3Client]:
-    from moto import mock_aws
-
-    for k, v in {
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing",
-        "AWS_DEFAULT_REGION": "us-east-1",
-    }.items():
-        monkeypatch.setenv(k, v)
-    with mock_aws():
-        c = connect(LOC)
-        c.raw.create_bucket(Bucket=LOC.bucket)
-        yield c
+def client(moto_client: S3Client) -> S3Client:
+    return moto_client
 
 
 def test_conditional_puts(client: S3Client) -> None:
