@@ -15,7 +15,9 @@ asked for their head record at once:
   provider, and a record above the held one is queued as a pull (the verified path of
   `node.daemon.pulls`);
 * one that does not (a false or stale provider) is disconnected, if it was dialled
-  here, and skipped for `SKIP_S`: it costs one dial, and its slot goes to the next.
+  here, and skipped for `SKIP_S`: it costs one dial, and its slot goes to the next;
+* one that cannot be reached is tried again at the next lookup (a restarted provider
+  comes back at a new address).
 
 Bounds: `DIALS_PER_TICK` dials a tick and `PROVIDERS_PER_DATASET` serving providers per
 dataset; at most `MAX_LINKS` connections opened here are kept, and one that no followed
@@ -94,6 +96,7 @@ class _Counters:
     dials: int = 0
     linked: int = 0
     skipped: int = 0
+    unreachable: int = 0
     closed: int = 0
     rechecks: int = 0
     pulls_queued: int = 0
@@ -246,7 +249,9 @@ class ShardLinks:
             finally:
                 self._dialling -= 1
             if not reached:
-                self._skip(peer, did, "unreachable", dialled=False)
+                # Not skipped: a restarted provider is back at a new address, and the
+                # dataset's back-off bounds the retries.
+                self.counters.unreachable += 1
                 return False
         record = await self._pulls.probe(peer, did)
         if record is None:
@@ -334,6 +339,7 @@ class ShardLinks:
             "dials": c.dials,
             "linked": c.linked,
             "skipped": c.skipped,
+            "unreachable": c.unreachable,
             "closed": c.closed,
             "rechecks": c.rechecks,
             "pullsQueued": c.pulls_queued,

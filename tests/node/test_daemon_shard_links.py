@@ -1,11 +1,14 @@
 """Shard links: a follower reaches its datasets' shards through the DHT, single topic off.
 
 Real daemons and libp2p hosts on loopback, every node with the single head topic switched
-off (`GossipSettings.legacy_topic`), so heads travel on shard topics only. A follower
-bootstrapped only to a relay that holds nothing links the shard of a dataset it already
-holds and gets the publisher's later heads over it; after the publisher restarts (same
-identity, new port) it links again and gets the next head; a provider that never serves
-is skipped and a new peer still connects. Every wait polls a condition.
+off (`GossipSettings.legacy_topic`), so heads travel on shard topics only, and with
+py-libp2p's auto-connector stopped (in a network this small it would connect everyone).
+A follower that already holds a dataset, bootstrapped only to a relay that holds nothing,
+links the dataset's shard and gets the publisher's later heads over it; cut off, it looks
+the dataset up again; after the publisher restarts (same identity, new port) it links
+again and gets the next head. A provider that never serves is skipped, a new peer still
+connects, and the publisher, back, is linked. A head only in the DHT is pulled on the slow
+schedule. Every wait polls a condition; every node is stopped.
 """
 
 from __future__ import annotations
@@ -172,3 +175,28 @@ async def test_a_provider_that_never_serves_is_skipped_and_a_new_peer_still_conn
         await stack.enter_async_context(shards_only(wp, via_r))
         await wait_for(lambda: linked(f, publisher, did), "the shard linked", WAIT_S)
         await commit_and_wait(ds, tmp_path / "s1", wf, "the next head")
+
+
+async def test_a_head_only_in_the_dht_is_pulled_on_the_slow_schedule(tmp_path: Path) -> None:
+    wp, wf = new_workspace(tmp_path / "publisher"), new_workspace(tmp_path / "follower")
+    ds = make_dataset(wp, "quiet", tmp_path / "s0", slices=1)
+    did = id_of(ds)
+    # The publisher's round runs once (its first); later heads are not gossiped by it.
+    quiet = dataclasses.replace(CFG, head_poll_interval_s=3600.0)
+    async with shards_only(wp, quiet) as p:
+        following = dataclasses.replace(
+            CFG, bootstrap=(p.host.addrs[0],), follow=(did.to_did_odf(),)
+        )
+        async with shards_only(wf, following) as f:
+            await wait_for(lambda: head_of(wf, did) == ds.head(), "the first pull", WAIT_S)
+            # Linked and read once: what moves the head from here is the next reading.
+            await wait_for(lambda: shard_links(f)["rechecks"] >= 1, "a first reading", WAIT_S)
+            add_slices(ds, tmp_path / "s1", 1)
+            head = ds.head()
+            assert head is not None
+            record = await f.threads.run(p.watcher.record_for_head, did, head)
+            assert record is not None and p.routing is not None
+            p.routing.publish(record)  # in the DHT only
+            await wait_for(lambda: head_of(wf, did) == head, "the head read again", WAIT_S)
+            assert shard_links(f)["rechecks"] >= 2
+            assert all(rec.ok for rec in f.history)
