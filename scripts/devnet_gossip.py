@@ -18,7 +18,12 @@ starved machine spills into the next one's CPU time):
 * ``shards``: every host on the shards of the datasets it publishes or follows plus
   its backbone shards, over the connections of the plan only;
 * ``shards+dial``: the same, after each follower dialled the publishers of what it
-  follows (what a provider lookup in the DHT gives the daemon).
+  follows (what a provider lookup in the DHT gives the daemon);
+* ``shards+dht``: shards with the daemon's shard links (`node.daemon.shard_links`):
+  publishers provide their datasets in the DHT (again after a restart), and every
+  follower, once a second, looks up in the DHT each followed dataset none of whose
+  providers is in its shard topic (at once, then backing off from 2 s to 60 s) and dials
+  up to 2 of them, at most 4 dials a second per host (needs ``--phases dht,gossip``).
 
 The validator of each topic is the node's own check (`HeadRecord.from_json`: parse and
 signature; on a shard, the record's shard), so receiving costs what it costs a node.
@@ -26,6 +31,7 @@ signature; on a shard, the record's shard), so receiving costs what it costs a n
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import random
 import statistics
@@ -37,7 +43,7 @@ from typing import Any
 import trio
 
 SINGLE_TOPIC = "/odf/heads/1.0.0"
-MODES = ("single", "shards", "shards+dial")
+MODES = ("single", "shards", "shards+dial", "shards+dht")
 
 
 def message_key(data: bytes) -> str:
@@ -198,6 +204,9 @@ class GossipWorker:
         self.slots, self.nursery = slots, nursery
         self.links: dict[int, list[str]] = {}
         self._pending: tuple[dict[str, Any], dict[int, list[Any]], int] = ({}, {}, 0)
+        #: The shard-link keepers of a ``shards+dht`` mode (cancelled at its end).
+        self._links_scope = trio.CancelScope()
+        self._provides: dict[int, list[Any]] = {}
 
     def slot(self, index: int) -> Slot:
         return next(s for s in self.slots if s.index == index)
@@ -221,6 +230,8 @@ class GossipWorker:
                 n.start_soon(dial, self.slot(int(h)), addrs, failed)
         for s in self.slots:
             await self._resubscribe(s, topics_of(s, mode, mine[s.index], epoch))
+        if mode == "shards+dht":
+            await self._start_links(cmd, datasets)
         started = time.monotonic()
         with trio.move_on_after(cmd["ready_s"]):
             while self._pubsub_ready()[1] < self._pubsub_ready()[0]:
@@ -249,6 +260,7 @@ class GossipWorker:
             for down, up, host in cmd["churn"]:
                 n.start_soon(self._churn, mode, [start_at + down, start_at + up, host], mine, epoch)
         await trio.sleep(max(0.0, start_at + cmd["end_s"] - time.time()))
+        self._links_scope.cancel()
         cpu = time.process_time() - cpu
         out = {}
         for s in self.slots:
@@ -309,6 +321,70 @@ class GossipWorker:
         providers = self._pending[0].get("dial", {}).get(str(host), [])
         await dial(slot, self.links.get(host, []) + providers, [0])
         await self._resubscribe(slot, topics_of(slot, mode, mine[host], epoch))
+        if mode == "shards+dht":
+            await _provide(slot, self._provides.get(host, []))
+
+    async def _start_links(self, cmd: dict[str, Any], datasets: dict[int, Any]) -> None:
+        """Provide the published datasets; start one link keeper per host."""
+        self._links_scope = trio.CancelScope()
+        self._provides = {int(h): [datasets[d] for d in ds] for h, ds in cmd["provides"].items()}
+        follows = {int(h): [datasets[d] for d in ds] for h, ds in cmd["follows"].items()}
+        async with trio.open_nursery() as n:
+            for s in self.slots:
+                n.start_soon(_provide, s, self._provides.get(s.index, []))
+
+        async def keepers() -> None:
+            with self._links_scope:
+                async with trio.open_nursery() as n:
+                    for s in self.slots:
+                        n.start_soon(_keep_links, s, follows.get(s.index, []))
+
+        self.nursery.start_soon(keepers)
+
+
+async def _provide(slot: Slot, dids: list[Any]) -> None:
+    if slot.stack is None or slot.stack.dht is None:
+        return
+    with trio.move_on_after(60):
+        async with trio.open_nursery() as n:
+            for did in dids:
+                n.start_soon(slot.stack.dht.provide, did)
+
+
+async def _keep_links(slot: Slot, follows: list[Any]) -> None:
+    """The daemon's shard-link rule for one host (see the module docstring)."""
+    from p2p.libp2p.shards import topic_for
+
+    providers: dict[Any, set[str]] = {d: set() for d in follows}
+    next_at = {d: 0.0 for d in follows}
+    delay = {d: 2.0 for d in follows}
+    while True:
+        await trio.sleep(1.0)
+        stack = slot.stack
+        if stack is None or stack.dht is None:
+            continue
+        budget = [4]
+        for did in follows:
+            peers = {str(p) for p in stack.pubsub.peer_topics.get(topic_for(did), ())}
+            if peers & providers[did]:
+                next_at[did], delay[did] = 0.0, 2.0
+                continue
+            if next_at[did] > time.monotonic() or budget[0] <= 0:
+                continue
+            next_at[did] = time.monotonic() + delay[did]
+            delay[did] = min(60.0, delay[did] * 2)
+            found = []
+            with trio.move_on_after(30), contextlib.suppress(Exception):
+                found = await stack.dht.find_providers(did)
+            me = str(stack.host.get_id())
+            found = [p for p in found if str(p.peer_id) != me][:2]
+            providers[did] |= {str(p.peer_id) for p in found}
+            for info in found:
+                if info.peer_id in stack.host.get_connected_peers() or budget[0] <= 0:
+                    continue
+                budget[0] -= 1
+                with trio.move_on_after(20), contextlib.suppress(Exception):
+                    await stack.host.connect(info)
 
 
 # -- coordinator ------------------------------------------------------------------------
@@ -379,9 +455,12 @@ def worker_command(
     dial = {}
     if mode == "shards+dial":
         dial = {h: sorted({addrs[plan.publisher[d]] for d in plan.follows[h]}) for h in mine}
+    provides = {h: sorted(d for d, p in plan.publisher.items() if p == h) for h in mine}
     return {
         "cmd": "gossip-prepare",
         "mode": mode,
+        "provides": provides,
+        "follows": {h: sorted(plan.follows[h]) for h in mine},
         "datasets": plan.datasets,
         "interest": interest,
         "publish": publish,

@@ -414,6 +414,15 @@ class PullScheduler:
             **rec.to_dict(),
         )
 
+    async def probe(self, peer: str, did: DatasetId) -> HeadRecord | None:
+        """The verified head record ``peer`` serves for ``did`` (``None``: none, or failed)."""
+        return await self._probe(peer, did)
+
+    def providers_of(self, did: DatasetId) -> frozenset[str]:
+        """Peers that announced or served the newest record heard of ``did``."""
+        known = self.known.get(did)
+        return frozenset() if known is None else frozenset(known.providers)
+
     async def _probe(self, peer: str, did: DatasetId) -> HeadRecord | None:
         assert self.client is not None
         src = Libp2pSource(self.host, self.client, peer, did)
@@ -538,11 +547,20 @@ class PullScheduler:
         return True
 
     async def on_found(self, found: Found) -> None:
-        """A DHT lookup found a record and connected providers: pull it like gossip."""
+        """A DHT lookup found a record and connected providers: pull it like gossip.
+
+        Providers that serve a verified record are offered with it; the DHT's record is
+        offered too (the pull asks every connected peer that serves its head).
+        """
         if found.record is None:
             return
         for peer in reversed(found.connected):
-            await self.offer(found.record, peer)
+            # A provider record is a claim: a peer counts as a provider once it serves
+            # a verified record of the dataset.
+            served = await self._probe(peer, found.dataset_id)
+            if served is not None:
+                await self.offer(served, peer)
+        await self.offer(found.record, "")
 
     def _is_staged(self, did: DatasetId) -> bool:
         return (self.ws.root / "staging" / f"pull-{did.as_multibase()}").is_dir()

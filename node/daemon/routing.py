@@ -38,13 +38,13 @@ import trio
 from fbs.did import DatasetId
 from fbs.errors import OdfError
 from node.daemon.log import dataset_fields, event
-from p2p.dht.node import DhtNode
+from p2p.dht.node import DhtNode, HeadLookup
 from p2p.errors import Equivocation, P2PError, StaleHead
 from p2p.head_record import HeadRecord
 from p2p.libp2p.host import P2PHost
 from storage.workspace import Workspace
 
-__all__ = ["FIRST_RETRY_S", "ContentRouting", "Found"]
+__all__ = ["FIRST_RETRY_S", "ContentRouting", "Found", "Provider"]
 
 #: First wait before looking a wanted dataset up again.
 FIRST_RETRY_S: Final = 2.0
@@ -59,6 +59,10 @@ MAX_FOUND: Final = 1000
 SHOWN_FOUND: Final = 20
 #: Lookups run at once by the finder loop.
 LOOKUPS_AT_ONCE: Final = 4
+
+
+Provider = tuple[str, list[str]]
+"""A provider the DHT named: its peer id and the addresses it advertised (unproven)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,6 +162,8 @@ class ContentRouting:
         self._table = _Table()
         self._dht: DhtNode | None = None
         self.counters = _Counters()
+        #: The shard links' status (`node.daemon.shard_links`), shown beside the DHT's.
+        self.links_status: Callable[[], dict[str, Any]] | None = None
 
     # -- publishing -------------------------------------------------------------------
 
@@ -224,15 +230,15 @@ class ContentRouting:
             self._wanted[did] = _Wanted(next_at=time.monotonic())
             self._wake.set()
 
-    async def find(self, did: DatasetId) -> Found:
-        """Ask the DHT for ``did``'s head record and providers; dial the providers.
+    async def lookup(self, did: DatasetId) -> tuple[HeadLookup, list[Provider]]:
+        """Ask the DHT for ``did``'s head record and providers (this node left out); no dial.
 
         Raises:
             HostNotRunning: the host is not running.
         """
         self.counters.lookups += 1
 
-        async def lookup() -> tuple[Any, list[tuple[str, list[str]]]]:
+        async def both() -> tuple[HeadLookup, list[Provider]]:
             dht = self.host.dht
             me = self.host.peer_id
             out: dict[str, Any] = {}
@@ -253,10 +259,15 @@ class ContentRouting:
                 nursery.start_soon(providers)
             return out["head"], out["providers"]
 
-        head, providers = await self.host.run_trio(lookup)
-        connected = await self._dial(providers[:MAX_DIALS])
+        return await self.host.run_trio(both)
+
+    def note(
+        self, did: DatasetId, head: HeadLookup, providers: list[Provider], connected: list[str]
+    ) -> Found:
+        """Keep what a lookup found for the status (and log it)."""
+        record = head.record
         found = Found(
-            did, head.record, head.quorum_met, tuple(p for p, _ in providers), tuple(connected)
+            did, record, head.quorum_met, tuple(p for p, _ in providers), tuple(connected)
         )
         self._found[did] = found
         self._found.move_to_end(did)
@@ -267,27 +278,42 @@ class ContentRouting:
         event(
             logging.INFO,
             "dht lookup",
-            **dataset_fields(self.ws, did, None if head.record is None else head.record.name),
-            seq=None if head.record is None else head.record.sequence_number,
+            **dataset_fields(self.ws, did, None if record is None else record.name),
+            seq=None if record is None else record.sequence_number,
             quorum=head.quorum_met,
             providers=len(providers),
             connected=len(connected),
         )
         return found
 
-    async def _dial(self, providers: list[tuple[str, list[str]]]) -> list[str]:
+    async def find(self, did: DatasetId) -> Found:
+        """Ask the DHT for ``did``'s head record and providers; dial the providers.
+
+        Raises:
+            HostNotRunning: the host is not running.
+        """
+        head, providers = await self.lookup(did)
+        connected = await self._dial(providers[:MAX_DIALS])
+        return self.note(did, head, providers, connected)
+
+    async def connect(self, peer: str, addrs: list[str]) -> bool:
+        """Dial ``peer`` at the first of its TCP addresses that answers; whether it did."""
+        if self.host.scores.is_banned(peer):
+            return False
+        for addr in [a for a in addrs if "/tcp/" in a][:MAX_ADDRS_PER_PROVIDER]:
+            full = addr if "/p2p/" in addr else f"{addr}/p2p/{peer}"
+            with contextlib.suppress(P2PError):
+                await self.host.connect(full)
+                return True
+        return False
+
+    async def _dial(self, providers: list[Provider]) -> list[str]:
         """Connect to each provider (at the first address that answers); those connected."""
         already = set(await asyncio.to_thread(self.host.peers))
 
         async def one(peer: str, addrs: list[str]) -> str | None:
-            if peer in already:
+            if peer in already or await self.connect(peer, addrs):
                 return peer
-            if self.host.scores.is_banned(peer):
-                return None
-            for addr in [a for a in addrs if "/tcp/" in a][:MAX_ADDRS_PER_PROVIDER]:
-                full = addr if "/p2p/" in addr else f"{addr}/p2p/{peer}"
-                with contextlib.suppress(P2PError):
-                    return await self.host.connect(full)
             return None
 
         got = await asyncio.gather(*(one(p, a) for p, a in providers))
@@ -405,4 +431,5 @@ class ContentRouting:
             "lookupsFailed": c.failed,
             "wanted": sorted(d.to_did_odf() for d in self._wanted),
             "providersFound": [f.to_dict() for f in list(self._found.values())[-SHOWN_FOUND:]],
+            **({} if self.links_status is None else {"shardLinks": self.links_status()}),
         }

@@ -13,7 +13,8 @@ round, when peers joined a topic (after `JOIN_ANNOUNCE_DELAY_S`) and every
 (`node.daemon.attest.AttestationService.round`) and has the pull scheduler probe peers:
 all of them on the first round and when woken, the ones that just joined otherwise. A
 round that fails is logged and the next one runs. Beside the rounds, the bootstrap peers
-are kept connected (`node.daemon.bootstrap_peers.BootstrapPeers`).
+are kept connected (`node.daemon.bootstrap_peers.BootstrapPeers`) and, with the DHT, the
+shards of the followed datasets linked (`node.daemon.shard_links.ShardLinks`).
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from node.daemon.config import NodeConfig
 from node.daemon.heads import HeadWatcher
 from node.daemon.log import event
 from node.daemon.pulls import PeerView, PullScheduler
+from node.daemon.shard_links import ShardLinks
 from node.worker_threads import WorkerThreads
 from p2p.libp2p.host import P2PHost
 
@@ -79,20 +81,39 @@ class WatchRound:
         self._first = True
         self._last_full = time.monotonic()
         self._bootstrap = BootstrapPeers(config.bootstrap, host, threads)
+        #: Followed datasets' shards kept reachable through the DHT (``None``: no DHT).
+        self.links = (
+            None
+            if pulls.routing is None
+            else ShardLinks(
+                pulls.ws,
+                host,
+                threads,
+                routing=pulls.routing,
+                pulls=pulls,
+                follows=pulls.follows,
+                lookup_interval_s=config.dht_lookup_interval_s,
+            )
+        )
 
     async def dial_bootstrap(self) -> None:
         """Dial the bootstrap peers once (in parallel; `run` keeps them connected)."""
         await self._bootstrap.dial_all()
 
     async def run(self) -> None:
-        """Run rounds until cancelled; the bootstrap peers are kept connected meanwhile."""
-        keeper = asyncio.create_task(self._bootstrap.keep(), name="bootstrap-peers")
+        """Run rounds until cancelled; meanwhile the bootstrap peers are kept connected
+        and the followed shards linked (tasks owned here, ended with the rounds)."""
+        tasks = [asyncio.create_task(self._bootstrap.keep(), name="bootstrap-peers")]
+        if self.links is not None:
+            tasks.append(asyncio.create_task(self.links.run(), name="shard-links"))
         try:
             await self._rounds()
         finally:
-            keeper.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await keeper
+            for task in tasks:
+                task.cancel()
+            for task in tasks:
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
 
     async def _rounds(self) -> None:
         """One round every ``head_poll_interval_s`` or when woken (a failed one is logged)."""
@@ -123,6 +144,8 @@ class WatchRound:
         await self._attest.round(full)
         woke = self._wake.is_set()
         self._wake.clear()
+        if woke and self.links is not None:
+            self.links.wake()  # a follow or an unfollow: link its shard now
         if self._first or woke:
             await self._pulls.probe_peers(self._peers.connected)
         elif joined:

@@ -178,7 +178,8 @@ class HeadGossip(SignedGossip[HeadRecord]):
             records not worth forwarding (must be thread-safe and quick).
         topic: the single head topic (tests may isolate themselves with another one).
         single_topic: also publish on and listen to ``topic``; off, the node speaks
-            shard topics only.
+            shard topics only (``None``: the host's ``GossipSettings.legacy_topic``,
+            read when the gossip starts).
         backbone_per_node: backbone shards joined.
     """
 
@@ -193,11 +194,11 @@ class HeadGossip(SignedGossip[HeadRecord]):
         *,
         is_fresh: Callable[[HeadRecord], bool] | None = None,
         topic: str = HEADS_TOPIC,
-        single_topic: bool = True,
+        single_topic: bool | None = None,
         backbone_per_node: int = BACKBONE_SHARDS_PER_NODE,
     ) -> None:
         super().__init__(host, on_record, forward_if=is_fresh, topic=topic)
-        self.single_topic = single_topic
+        self._single_topic = single_topic
         self.shards = ShardSubscriptions(
             host, self._join_shard, backbone_per_node=backbone_per_node
         )
@@ -210,6 +211,13 @@ class HeadGossip(SignedGossip[HeadRecord]):
     @is_fresh.setter
     def is_fresh(self, value: Callable[[HeadRecord], bool] | None) -> None:
         self._forward_if = value
+
+    @property
+    def single_topic(self) -> bool:
+        """Whether heads also go on, and come from, the single topic."""
+        if self._single_topic is None:
+            return self.host.config.gossip.legacy_topic
+        return self._single_topic
 
     @property
     def topics(self) -> frozenset[str]:

@@ -125,6 +125,8 @@ class GossipSettings:
         rate_per_peer / burst_per_peer: messages per second (sustained / burst) one
             forwarder may send before its messages are dropped unread and it is
             penalised (`p2p.libp2p.pubsub_guard.GossipRateLimiter`).
+        legacy_topic: head records also go on, and are taken from, the single head topic
+            of nodes without shards (`p2p.libp2p.gossip.HEADS_TOPIC`); on for one release.
     """
 
     protocols: tuple[str, ...] = GOSSIPSUB_PROTOCOLS
@@ -146,6 +148,7 @@ class GossipSettings:
     publish_interval_s: float = 0.125
     rate_per_peer: float = DEFAULT_GOSSIP_RATE_PER_PEER
     burst_per_peer: int = DEFAULT_GOSSIP_BURST_PER_PEER
+    legacy_topic: bool = True
 
 
 @dataclass(frozen=True, slots=True)
