@@ -12,7 +12,6 @@ conditional writes is refused before the server starts.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import contextlib
 from pathlib import Path
 from typing import Any
@@ -23,6 +22,8 @@ __all__ = ["cmd_serve", "register"]
 
 
 async def _serve(args: argparse.Namespace) -> None:
+    import asyncio
+
     from aiohttp import web
 
     from p2p.http.s3_repo import S3Repo
@@ -49,6 +50,8 @@ async def _serve(args: argparse.Namespace) -> None:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
+    import asyncio
+
     with contextlib.suppress(KeyboardInterrupt):
         asyncio.run(_serve(args))
     return EXIT_OK
