@@ -10,6 +10,12 @@ stops within seconds then, instead of outliving the test run by its idle timeout
 
 `anyio_backend`: the ``pytest.mark.anyio`` tests run on asyncio, the daemon's loop (the
 libp2p host runs trio in its own thread, see `p2p.libp2p.bridge`).
+
+Parallel runs (`scripts/test`: pytest-xdist, ``-n 2 --dist loadfile
+--no-loadscope-reorder``): each worker process is a session of its own, with its own
+engine JVM, run folder and ``tmp_path`` base, and runs whole test files. A worker hands
+out the files holding a ``slow`` test first (`pytest_collection_modifyitems`), so that
+the long files run side by side from the start instead of one of them last.
 """
 
 from __future__ import annotations
@@ -24,6 +30,20 @@ import pytest
 from engine.client import EngineClient
 from engine.inputs import PARALLEL_MIN_BYTES_CONF
 from engine.process import EngineProcess, start_engine_process
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Under pytest-xdist, the files that hold a ``slow`` test come first (each file's
+    tests keep their order, and so do the files within each of the two sets).
+
+    Every worker collects the same order, from which ``--dist loadfile
+    --no-loadscope-reorder`` hands out whole files in turn; a run in one process keeps
+    the plain collection order.
+    """
+    if not hasattr(config, "workerinput"):
+        return
+    slow_files = {item.path for item in items if item.get_closest_marker("slow")}
+    items.sort(key=lambda item: item.path not in slow_files)
 
 
 @pytest.fixture(scope="session", autouse=True)
