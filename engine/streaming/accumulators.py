@@ -186,9 +186,9 @@ def _check_retractions(
         if j not in exact and pc.any(lost).as_py():
             raise InvalidQuery(
                 f"{agg.kind.lower()}({agg.arg}): an input takes back (-R/-C) the group's "
-                f"{agg.kind.lower()}imum, and this query's state keeps only that value, not "
-                "the next one: add the derivative again to compute it over all its input "
-                "(a query whose input retracts from its first run keeps its input rows)"
+                f"{agg.kind.lower()}imum, and this query's state, made over rows that only "
+                "added, keeps only that value, not the next one: add the derivative again "
+                "(its first run then reads retractions and keeps each group's values)"
             )
         cleared = pc.if_else(pc.equal(n, 0), pa.nulls(len(acc), acc.type), acc)
         merged = merged.set_column(merged.column_names.index(acc_column(j)), acc_column(j), cleared)

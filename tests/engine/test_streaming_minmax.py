@@ -193,3 +193,20 @@ def test_a_value_never_added_is_refused_by_name(engine: EngineClient, tmp_path: 
     result = engine.execute_transform(runner.request(work))
     assert isinstance(result, TransformResponseInvalidQuery), result
     assert "never held" in result.message and "(v)" in result.message
+
+
+def test_a_new_query_carries_the_values_over(engine: EngineClient, tmp_path: Path) -> None:
+    """Migrate Query on a retractable state: the new query's min/max takes the old one's
+    values (same kind and argument), so a later retraction of its extreme stays exact."""
+    ev = InputStream("ev", EVENTS, tmp_path / "in")
+    runner = StreamRunner(engine, [ev], [(None, MINMAX)], tmp_path / "out")
+    rows = [{"event_time": T0.replace(hour=h), "k": "a", "v": v} for h, v in enumerate((4, 9, 6))]
+    ev.append([*({**r, "op": 0} for r in rows), {**rows[0], "op": 1}])
+    runner.run()
+    new = MINMAX.replace("count(*)", "count(v)")
+    runner.steps = [(None, new)]
+    runner.run()
+    ev.append([{**rows[1], "op": 1}])
+    runner.run()
+    assert fold(runner.outputs) == counter_of([("a", rows[2]["event_time"], 1, 6, 6)])
+    assert sorted(_values(runner.checkpoint)) == [f"values-{j}.parquet" for j in (0, 2, 3)]
