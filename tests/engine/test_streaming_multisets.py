@@ -63,3 +63,20 @@ def test_a_global_aggregate_has_one_group() -> None:
     assert extremes_of(GLOBAL, 0, groups, values).to_pylist() == [8]
     less = merge_values(GLOBAL, 0, values, _delta([(None, 8, -1)]).drop_columns(["__odf_k0"]))
     assert extremes_of(GLOBAL, 0, groups, less).to_pylist() == [5]
+
+
+def test_a_global_key_is_the_accumulators_and_never_doubled() -> None:
+    assert GLOBAL is not None
+    delta = _delta([(None, 5, 1)]).drop_columns(["__odf_k0"])
+    values = merge_values(GLOBAL, 0, None, delta)
+    assert values.column_names == ["__odf_k0", "__odf_value", "__odf_copies"]
+    assert values.schema.field("__odf_k0").type == pa.int8()
+    keyed = delta.add_column(0, "__odf_k0", pa.array([0], pa.int8()))
+    assert _rows(merge_values(GLOBAL, 0, values, keyed)) == [(0, 5, 2)]
+
+
+def test_extremes_are_only_for_the_groups_asked() -> None:
+    assert QUERY is not None
+    values = merge_values(QUERY, 1, None, _delta([("a", 9, 1), ("z", 1, 1)]))
+    groups = pa.table({"__odf_k0": pa.array(["a"], pa.string())})
+    assert extremes_of(QUERY, 1, groups, values).to_pylist() == [9]
