@@ -54,7 +54,7 @@ from engine.streaming.accumulate import (
 )
 from engine.streaming.accumulators import LIVE_COLUMN, emitted_column, merge_partials
 from engine.streaming.footers import max_op
-from engine.streaming.multisets import merge_values, value_delta_sql, values_file
+from engine.streaming.multisets import merge_values, value_delta_sql, values_file, write_values
 from engine.streaming.rewrite import RewrittenQuery
 from engine.streaming.state import ACCUMULATORS_DIR, MODE_ACCUMULATE, StreamState
 from fbs.model.engine import TransformRequest
@@ -185,7 +185,7 @@ def run_accumulate(
     text = query.steps[0].query.encode()
     pq.write_table(run.state.replace_schema_metadata({QUERY_KEY: text}), folder / ACCUMULATORS_FILE)
     for j, table in values.items():
-        pq.write_table(table, folder / values_file(j))
+        write_values(table, folder / values_file(j))
     frontier = gate_us if gate_us is not None else (prev[0].frontier_us if prev else None)
     state = StreamState(fingerprint=query.fingerprint, mode=MODE_ACCUMULATE, frontier_us=frontier)
     return num, state

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from engine.errors import InvalidQuery
 from engine.streaming.accumulate import parse_accumulator_query
-from engine.streaming.multisets import extremes_of, merge_values
+from engine.streaming.multisets import extremes_of, merge_values, write_values
 
 QUERY = parse_accumulator_query("SELECT k, min(v) AS lo, max(v) AS hi FROM ev GROUP BY k")
 GLOBAL = parse_accumulator_query("SELECT max(v) AS hi FROM ev")
@@ -80,3 +83,16 @@ def test_extremes_are_only_for_the_groups_asked() -> None:
     values = merge_values(QUERY, 1, None, _delta([("a", 9, 1), ("z", 1, 1)]))
     groups = pa.table({"__odf_k0": pa.array(["a"], pa.string())})
     assert extremes_of(QUERY, 1, groups, values).to_pylist() == [9]
+
+
+@pytest.mark.parametrize(
+    "kind",
+    [pa.int8(), pa.int64(), pa.date32(), pa.timestamp("us", tz="UTC"), pa.string(), pa.bool_()],
+)
+def test_a_multiset_of_any_ordered_type_reads_back(kind: pa.DataType, tmp_path: Path) -> None:
+    assert QUERY is not None
+    raw = {"string": ["x", "y"], "bool": [False, True]}.get(str(kind), [1, 2])
+    delta = _delta([("a", 0, 1), ("b", 0, 2)]).set_column(1, "__odf_value", pa.array(raw, kind))
+    values = merge_values(QUERY, 1, None, delta)
+    write_values(values, tmp_path / "values-1.parquet")
+    assert pq.read_table(tmp_path / "values-1.parquet").equals(values)
