@@ -18,7 +18,9 @@ emitted are late: they are dropped, as Flink drops them.
 
 **Accumulate** (`MODE_ACCUMULATE`): a GROUP BY of plain columns (or a global aggregate)
 with count/sum/avg/min/max of plain columns over one input keeps one accumulator row per
-group and no input rows (`engine.streaming.accumulate_run`).
+group and no input rows (`engine.streaming.accumulate_run`); when the input retracts in the
+state's first run, each ``min``/``max`` also keeps its group's values
+(`engine.streaming.multisets`).
 
 **Changelog** (`MODE_CHANGELOG`): everything else -- top-N, other aggregations without windows,
 OVER windows, interval and temporal-table joins, chains of them. The checkpoint holds every
