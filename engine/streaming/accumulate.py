@@ -39,7 +39,6 @@ __all__ = [
     "accumulator_types_ok",
     "copies_column",
     "count_column",
-    "has_extremes",
     "key_column",
     "parse_accumulator_query",
     "partial_sql",
@@ -137,12 +136,6 @@ def retract_column(j: int) -> str:
 def copies_column(j: int) -> str:
     """Name of the net count of a run's rows holding the value of `retract_column`."""
     return f"__odf_m{j}"
-
-
-def has_extremes(query: AccumulatorQuery) -> bool:
-    """Whether the query has a ``min`` or ``max``: an accumulator that keeps only the
-    extreme value, so a retraction of that value leaves it unknown."""
-    return any(a.kind in ("MIN", "MAX") for a in query.aggregates)
 
 
 def parse_accumulator_query(sql: str) -> AccumulatorQuery | None:

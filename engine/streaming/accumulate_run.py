@@ -3,10 +3,10 @@
 `accumulator_query` decides, from the query text (`engine.streaming.accumulate`), its
 optimized plan and its types, whether a query can keep `MODE_ACCUMULATE` state: one
 input, one step, one deterministic ``Aggregate`` over narrow nodes, exact types, and
-its output columns those of the parsed shape. A ``min``/``max`` keeps only its extreme,
-which a retraction of that extreme would leave unknown, so a query with one whose input
-already takes rows back when its state is first made keeps its input rows instead
-(`MODE_CHANGELOG`); a state's mode never changes afterwards.
+its output columns those of the parsed shape. A ``min``/``max`` whose input takes rows
+back in the state's first run is retractable: it keeps each group's values
+(`engine.streaming.multisets`) beside the accumulators, from that run on; otherwise it
+keeps only its extreme. A state's mode never changes afterwards.
 
 `run_accumulate` is one run: Spark aggregates the new rows alone into partial
 accumulators (one row per group touched; rows taking back an earlier one subtract),
@@ -48,13 +48,13 @@ from engine.streaming.accumulate import (
     acc_column,
     accumulator_types_ok,
     count_column,
-    has_extremes,
     key_column,
     parse_accumulator_query,
     partial_sql,
 )
 from engine.streaming.accumulators import LIVE_COLUMN, emitted_column, merge_partials
 from engine.streaming.footers import max_op
+from engine.streaming.multisets import merge_values, value_delta_sql, values_file, write_values
 from engine.streaming.rewrite import RewrittenQuery
 from engine.streaming.state import ACCUMULATORS_DIR, MODE_ACCUMULATE, StreamState
 from fbs.model.engine import TransformRequest
@@ -93,14 +93,10 @@ def accumulator_query(
     request: TransformRequest,
     query: RewrittenQuery,
     result: DataFrame,
-    *,
-    retracting: bool,
 ) -> AccumulatorQuery | None:
     """The decomposition of ``query`` if it can keep accumulators, else None.
 
-    ``result``: the query's output (hidden columns dropped) over its input views;
-    ``retracting``: whether an input takes rows back already (then a query with a
-    ``min``/``max`` answers None).
+    ``result``: the query's output (hidden columns dropped) over its input views.
     """
     if (
         len(request.query_inputs) != 1
@@ -111,7 +107,7 @@ def accumulator_query(
     ):
         return None
     acc = parse_accumulator_query(query.steps[0].query)
-    if acc is None or len(acc.items) != len(result.columns) or (retracting and has_extremes(acc)):
+    if acc is None or len(acc.items) != len(result.columns):
         return None
     if not _one_aggregate(result):
         return None
@@ -157,23 +153,29 @@ def run_accumulate(
     gate_us: int | None,
     prev: tuple[StreamState, Path] | None,
     state_dir: Path,
+    *,
+    retracting: bool,
 ) -> tuple[int, StreamState]:
-    """One run (module docstring): write the output file and the new state's file into
+    """One run (module docstring): write the output file and the new state's files into
     ``state_dir``; return the number of rows written and the state to save.
+    ``retracting``: whether the input takes rows back in a new state's first run (its
+    ``min``/``max`` are then retractable).
 
     Raises:
-        InvalidQuery: a retraction the state cannot take (`merge_partials`), or a new
-            query whose output columns differ from the old one's.
+        InvalidQuery: a retraction the state cannot take (`merge_partials`,
+            `merge_values`), or a new query whose output columns differ from the old one's.
     """
     import pyarrow.parquet as pq
 
     old = _previous(prev)
     same_query = prev is not None and prev[0].fingerprint == query.fingerprint
     start = old if same_query or old is None else carry_over(old, acc)
-    partial = _partials(session, request, acc, plans)
+    olds = _old_values(acc, old, prev, same_query=same_query, retracting=retracting)
+    partial, deltas = _partials(session, request, acc, plans, sorted(olds))
+    values = {j: merge_values(acc, j, olds[j], deltas[j]) for j in sorted(olds)}
     names = list(result.columns)
     event_time = _named(names, request.vocab.event_time_column)
-    run = merge_partials(acc, start, partial, names, event_time, gate_us)
+    run = merge_partials(acc, start, partial, names, event_time, gate_us, values)
     changes = run.changes
     if old is not None and not same_query:
         changes = _retract_live(old, changes)
@@ -182,9 +184,48 @@ def run_accumulate(
     folder.mkdir(parents=True, exist_ok=True)
     text = query.steps[0].query.encode()
     pq.write_table(run.state.replace_schema_metadata({QUERY_KEY: text}), folder / ACCUMULATORS_FILE)
+    for j, table in values.items():
+        write_values(table, folder / values_file(j))
     frontier = gate_us if gate_us is not None else (prev[0].frontier_us if prev else None)
     state = StreamState(fingerprint=query.fingerprint, mode=MODE_ACCUMULATE, frontier_us=frontier)
     return num, state
+
+
+def _old_values(
+    acc: AccumulatorQuery,
+    old: pa.Table | None,
+    prev: tuple[StreamState, Path] | None,
+    *,
+    same_query: bool,
+    retracting: bool,
+) -> dict[int, pa.Table | None]:
+    """Aggregate index -> the previous multiset (None: empty) of each retractable
+    ``min``/``max`` (`engine.streaming.multisets`): in a new state, all of them when the
+    input takes rows back; else those the previous state kept, a new query's taken from
+    the old aggregate of the same kind and argument."""
+    import pyarrow.parquet as pq
+
+    extremes = [j for j, a in enumerate(acc.aggregates) if a.kind in ("MIN", "MAX")]
+    if old is None or prev is None:
+        return dict.fromkeys(extremes) if retracting else {}
+    folder = prev[1] / ACCUMULATORS_DIR
+    source: dict[int, int | None] = dict(zip(extremes, extremes, strict=True))
+    if not same_query:
+        was = parse_accumulator_query((old.schema.metadata or {}).get(QUERY_KEY, b"").decode())
+        source = {j: _same_extreme(was, acc.aggregates[j]) for j in extremes}
+    out: dict[int, pa.Table | None] = {}
+    for j, i in source.items():
+        if i is not None and (folder / values_file(i)).is_file():
+            out[j] = pq.read_table(folder / values_file(i))
+    return out
+
+
+def _same_extreme(was: AccumulatorQuery | None, agg: AggregateCall) -> int | None:
+    """The index of ``was``'s aggregate of ``agg``'s kind and argument, if any."""
+    for i, old in enumerate(was.aggregates if was is not None else ()):
+        if old.kind == agg.kind and _norm(old.arg) == _norm(agg.arg):
+            return i
+    return None
 
 
 def carry_over(old: pa.Table, acc: AccumulatorQuery) -> pa.Table:
@@ -268,14 +309,18 @@ def _partials(
     request: TransformRequest,
     acc: AccumulatorQuery,
     plans: Sequence[InputPlan],
-) -> pa.Table:
+    retractable: Sequence[int],
+) -> tuple[pa.Table, dict[int, pa.Table]]:
     """The new rows' partial accumulators, computed by Spark across partitions (every
-    accumulator is order-free) and collected: one row per group touched."""
+    accumulator is order-free) and collected: one row per group touched; and, for each
+    aggregate index in ``retractable``, the net count of each of its (group, value)."""
     inp, plan = request.query_inputs[0], plans[0]
     register_view(read_input(session, inp, plan, parallel=True), inp.query_alias)
     op = inp.vocab.operation_type_column
     retracts = f"{quote_identifier(op)} {_TAKE_BACK}" if _may_take_back(plan, op) else None
-    return session.sql(partial_sql(acc, retracts)).toArrow()
+    partial = session.sql(partial_sql(acc, retracts)).toArrow()
+    deltas = {j: session.sql(value_delta_sql(acc, j, retracts)).toArrow() for j in retractable}
+    return partial, deltas
 
 
 def _may_take_back(plan: InputPlan, op_column: str) -> bool:

@@ -19,11 +19,12 @@ live row must change, in the order of the groups' keys:
   reaches it.
 
 Input rows that take back an earlier row (``-R``, ``-C``) subtract: counts and sums are
-exact under any well-formed changelog. A ``min``/``max`` keeps only its extreme: a
-retraction of a value beyond it is impossible, of a value short of it changes nothing,
-and of the extreme itself, while other values remain, is refused (`InvalidQuery`), since
-the next extreme is unknown; so is a count going below zero. A wrong answer is never
-emitted.
+exact under any well-formed changelog. A retractable ``min``/``max`` (one given its
+multiset, `engine.streaming.multisets`) takes its extreme from the group's values, so
+any retraction is exact. Any other ``min``/``max`` keeps only its extreme: a retraction
+of a value beyond it is impossible, of a value short of it changes nothing, and of the
+extreme itself, while other values remain, is refused (`InvalidQuery`), since the next
+extreme is unknown; so is a count going below zero. A wrong answer is never emitted.
 
 A row is final as in the changelog mode: its event time at or before the gate, or NULL,
 or no gate yet (no watermark). Folded, the output is then the query's answer over all
@@ -35,7 +36,7 @@ partials give the same output and state bytes (replay).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final
 
@@ -52,6 +53,7 @@ from engine.streaming.accumulate import (
     key_column,
     retract_column,
 )
+from engine.streaming.multisets import extremes_of
 
 __all__ = ["LIVE_COLUMN", "AccumulatorRun", "emitted_column", "merge_partials"]
 
@@ -85,6 +87,7 @@ def merge_partials(
     names: Sequence[str],
     event_time: str,
     gate_us: int | None,
+    values: Mapping[int, pa.Table] | None = None,
 ) -> AccumulatorRun:
     """Merge ``partial`` into ``state`` and emit the changed groups (module docstring).
 
@@ -95,6 +98,8 @@ def merge_partials(
         names: the output column names, one per ``query.items``.
         event_time: the output's event-time column (one of ``names``).
         gate_us: rows whose event time is at or before it (µs) are final; None: all.
+        values: aggregate index -> the merged multiset of a retractable ``min``/``max``
+            (`engine.streaming.multisets.merge_values`), whose extreme it gives.
 
     Raises:
         InvalidQuery: a retraction the state cannot take (`_check_retractions`).
@@ -102,7 +107,11 @@ def merge_partials(
     """
     partial = _with_extremes(query, _with_global_key(query, partial))
     merged = _merge(query, _with_global_key(query, state), partial)
-    merged = _check_retractions(query, merged)
+    for j, table in (values or {}).items():
+        at = merged.column_names.index(acc_column(j))
+        exact = extremes_of(query, j, merged, table).cast(merged.schema.field(at).type)
+        merged = merged.set_column(at, acc_column(j), exact)
+    merged = _check_retractions(query, merged, frozenset(values or {}))
     merged = merged.take(pc.sort_indices(merged, sort_keys=_sort_keys(query)))
     new = _outputs(query, merged, names)
     final = _final(new.column(names.index(event_time)), gate_us)
@@ -132,13 +141,16 @@ def merge_partials(
     return AccumulatorRun(changes=changes, state=next_state)
 
 
-def _check_retractions(query: AccumulatorQuery, merged: pa.Table) -> pa.Table:
+def _check_retractions(
+    query: AccumulatorQuery, merged: pa.Table, exact: frozenset[int]
+) -> pa.Table:
     """``merged`` with the extreme of every ``min``/``max`` whose values were all taken back
     cleared, after refusing what the state cannot take:
 
     - a net count below zero: the input takes back a row it never had;
-    - a ``min`` (``max``) whose taken-back values reach its extreme while values remain:
-      the state keeps only the extreme, so the new one is unknown.
+    - a ``min`` (``max``) not in ``exact`` (retractable) whose taken-back values reach its
+      extreme while values remain: the state keeps only the extreme, so the new one is
+      unknown.
 
     Raises:
         InvalidQuery: naming the aggregate and what it cannot take.
@@ -170,12 +182,13 @@ def _check_retractions(query: AccumulatorQuery, merged: pa.Table) -> pa.Table:
             pc.and_(pc.greater_equal(copies, 0), pc.fill_null(pc.equal(was, back), False)),
             pc.greater(copies, 0),
         )
-        if pc.any(pc.and_(pc.and_(at, pc.invert(held)), pc.greater(n, 0))).as_py():
+        lost = pc.and_(pc.and_(at, pc.invert(held)), pc.greater(n, 0))
+        if j not in exact and pc.any(lost).as_py():
             raise InvalidQuery(
                 f"{agg.kind.lower()}({agg.arg}): an input takes back (-R/-C) the group's "
-                f"{agg.kind.lower()}imum, and this query's state keeps only that value, not "
-                "the next one: add the derivative again to compute it over all its input "
-                "(a query whose input retracts from its first run keeps its input rows)"
+                f"{agg.kind.lower()}imum, and this query's state, made over rows that only "
+                "added, keeps only that value, not the next one: add the derivative again "
+                "(its first run then reads retractions and keeps each group's values)"
             )
         cleared = pc.if_else(pc.equal(n, 0), pa.nulls(len(acc), acc.type), acc)
         merged = merged.set_column(merged.column_names.index(acc_column(j)), acc_column(j), cleared)

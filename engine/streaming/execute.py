@@ -18,7 +18,9 @@ emitted are late: they are dropped, as Flink drops them.
 
 **Accumulate** (`MODE_ACCUMULATE`): a GROUP BY of plain columns (or a global aggregate)
 with count/sum/avg/min/max of plain columns over one input keeps one accumulator row per
-group and no input rows (`engine.streaming.accumulate_run`).
+group and no input rows (`engine.streaming.accumulate_run`); when the input retracts in the
+state's first run, each ``min``/``max`` also keeps its group's values
+(`engine.streaming.multisets`).
 
 **Changelog** (`MODE_CHANGELOG`): everything else -- top-N, other aggregations without windows,
 OVER windows, interval and temporal-table joins, chains of them. The checkpoint holds every
@@ -259,12 +261,12 @@ def _accumulated(
         InvalidQuery: a query that cannot run on the accumulator state it has.
     """
     visible = _visible(result)
+    retracting = prev is None and any(_holds_retractions(request, plans, None))
     if prev is not None and prev[0].fingerprint == query.fingerprint:
         # The state was made for this query, whose shape was checked then.
         acc = parse_accumulator_query(query.steps[0].query)
     else:
-        retracting = prev is None and any(_holds_retractions(request, plans, None))
-        acc = accumulator_query(session, request, query, visible, retracting=retracting)
+        acc = accumulator_query(session, request, query, visible)
     if acc is None:
         if prev is not None:
             raise InvalidQuery(
@@ -274,7 +276,16 @@ def _accumulated(
             )
         return None
     num, state = run_accumulate(
-        session, request, query, acc, visible, plans, gate_us, prev, state_dir
+        session,
+        request,
+        query,
+        acc,
+        visible,
+        plans,
+        gate_us,
+        prev,
+        state_dir,
+        retracting=retracting,
     )
     return StatefulRun(num_records=num, state=state)
 

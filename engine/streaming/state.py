@@ -7,8 +7,9 @@ Layout of the state folder (stored under ``state/`` in the checkpoint archive):
   inputs are listed in ``state.json`` by dataset ID), in offset order;
 - ``output/``: Parquet files of the *live* output of a changelog query: the rows emitted
   and not retracted so far, each with the offset it was emitted at (`OFFSET_COLUMN`);
-- ``accumulators/``: one Parquet file, one row per group, for an accumulator query
-  (`engine.streaming.accumulators`): no input rows at all.
+- ``accumulators/``: for an accumulator query, ``state.parquet``, one row per group
+  (`engine.streaming.accumulators`), and one ``values-<j>.parquet`` per retractable
+  ``min``/``max`` (`engine.streaming.multisets`): no input rows at all.
 
 The state is the engine's own business (the spec makes checkpoints opaque); its bytes
 need not be deterministic, only the data computed from it.

@@ -24,6 +24,8 @@ KIND_WATERMARKS: Final = "watermarks"
 _KEEPS: Final = {
     "window": "the input rows of open windows",
     "accumulate": "one accumulator row per group",
+    "accumulate+values": "one accumulator row per group and each group's min/max values "
+    "(the input retracts)",
     "changelog": "every input row and the live output",
     KIND_WATERMARKS: "the inputs' watermarks only",
 }
@@ -40,6 +42,8 @@ class StateSummary:
         input_rows: input rows kept (window and changelog modes).
         output_rows: live output rows kept (changelog mode).
         groups: accumulator rows (accumulate mode).
+        values: rows of the retractable min/max multisets, one per (aggregate, group,
+            distinct value) (accumulate mode over an input that retracts).
         size: the checkpoint file's size in bytes.
     """
 
@@ -49,6 +53,7 @@ class StateSummary:
     output_rows: int
     groups: int
     size: int
+    values: int = 0
 
 
 def summarize_checkpoint(path: str | os.PathLike[str]) -> StateSummary:
@@ -65,14 +70,18 @@ def summarize_checkpoint(path: str | os.PathLike[str]) -> StateSummary:
             return StateSummary(KIND_WATERMARKS, _KEEPS[KIND_WATERMARKS], 0, 0, 0, size)
         inputs = sum(_rows(root / name) for name in state.inputs)
         output = _rows(root / "output") if state.has_output else 0
-        groups = _rows(root / ACCUMULATORS_DIR)
-    return StateSummary(state.mode, _KEEPS.get(state.mode, ""), inputs, output, groups, size)
+        groups = _rows(root / ACCUMULATORS_DIR, "state.parquet")
+        values = _rows(root / ACCUMULATORS_DIR, "values-*.parquet")
+        multisets = any((root / ACCUMULATORS_DIR).glob("values-*.parquet"))
+    kind = state.mode + ("+values" if multisets else "")
+    keeps = _KEEPS.get(kind, "")
+    return StateSummary(state.mode, keeps, inputs, output, groups, size, values)
 
 
-def _rows(folder: Path) -> int:
-    """Rows of the Parquet files in ``folder``, by their footers."""
+def _rows(folder: Path, pattern: str = "*.parquet") -> int:
+    """Rows of the Parquet files in ``folder`` matching ``pattern``, by their footers."""
     import pyarrow.parquet as pq
 
     if not folder.is_dir():
         return 0
-    return sum(pq.read_metadata(p).num_rows for p in sorted(folder.glob("*.parquet")))
+    return sum(pq.read_metadata(p).num_rows for p in sorted(folder.glob(pattern)))

@@ -34,6 +34,7 @@ def state_row(alias: str, summary: StateSummary | None, *, table: bool) -> dict[
         "inputRows": summary.input_rows,
         "outputRows": summary.output_rows,
         "groups": summary.groups,
+        "values": summary.values,
     }
     if not table:
         return (
@@ -45,6 +46,7 @@ def state_row(alias: str, summary: StateSummary | None, *, table: bool) -> dict[
         f"{summary.input_rows} input",
         f"{summary.output_rows} output",
         f"{summary.groups} groups",
+        f"{summary.values} min/max values",
     ]
     shown = [w for w, n in zip(words, kept.values(), strict=True) if n]
     return {

@@ -1,11 +1,14 @@
 """State a GROUP BY and a global aggregate keep in their checkpoints, pull after pull.
 
 Usage: .venv/bin/python scripts/bench/streaming_state.py [--batches 20] [--rows 2000000]
-       [--keys 128] [--shapes group_by,global] [--master local[2]] [--driver-memory 2g]
+       [--keys 128] [--shapes group_by,global] [--retract 0.0] [--master local[2]]
+       [--driver-memory 2g]
 
 Writes ``--batches`` slices of ``--rows`` rows each (ODF-shaped: offset, op, system_time,
 event_time increasing one second per row, ``k`` among ``--keys`` keys, ``v`` an integer)
-with pyarrow, then for each shape runs, with the engine in this process
+with pyarrow (``--retract P``: in every slice the last P of its rows take back, ``-R``, its
+first P, so the input retracts from the first pull and each ``min``/``max`` keeps its
+values), then for each shape runs, with the engine in this process
 (`engine.transform.execute_transform`, the previous pull's checkpoint carried over as
 `node.transform` does):
 
@@ -66,8 +69,11 @@ SCHEMA = pa.schema([("event_time", TS), ("k", pa.string()), ("v", pa.int64())])
 T0_MS = 1_577_836_800_000  # 2020-01-01
 
 
-def write_slices(folder: Path, batches: int, rows: int, keys: int) -> list[Path]:
-    """The input's slices, ODF-shaped, written with pyarrow."""
+def write_slices(
+    folder: Path, batches: int, rows: int, keys: int, retract: float = 0.0
+) -> list[Path]:
+    """The input's slices, ODF-shaped, written with pyarrow; the last ``retract`` of each
+    slice's rows take back its first rows (same data, ``op`` 1)."""
     folder.mkdir(parents=True)
     rng = np.random.default_rng(7)
     names = np.array([f"key-{i:04d}" for i in range(keys)], dtype=object)
@@ -75,14 +81,20 @@ def write_slices(folder: Path, batches: int, rows: int, keys: int) -> list[Path]
     for b in range(batches):
         start = b * rows
         offsets = np.arange(start, start + rows, dtype=np.int64)
+        times, ks = T0_MS + offsets * 1000, rng.integers(0, keys, rows)
+        vs, ops = rng.integers(-1000, 1001, rows, dtype=np.int64), np.zeros(rows, np.int32)
+        m = int(rows * retract)
+        if m:
+            times[rows - m :], ks[rows - m :], vs[rows - m :] = times[:m], ks[:m], vs[:m]
+            ops[rows - m :] = 1
         table = pa.table(
             {
                 "offset": offsets,
-                "op": pa.array(np.zeros(rows, dtype=np.int32)),
+                "op": pa.array(ops),
                 "system_time": pa.array(np.zeros(rows, dtype=np.int64)).cast(TS),
-                "event_time": pa.array(T0_MS + offsets * 1000).cast(TS),
-                "k": pa.array(names[rng.integers(0, keys, rows)], pa.string()),
-                "v": pa.array(rng.integers(-1000, 1001, rows, dtype=np.int64)),
+                "event_time": pa.array(times).cast(TS),
+                "k": pa.array(names[ks], pa.string()),
+                "v": pa.array(vs),
             }
         )
         path = folder / f"slice-{b:03d}.parquet"
@@ -189,6 +201,7 @@ def main() -> int:
     parser.add_argument("--rows", type=int, default=2_000_000, help="rows per batch")
     parser.add_argument("--keys", type=int, default=128)
     parser.add_argument("--shapes", default="group_by,global")
+    parser.add_argument("--retract", type=float, default=0.0, help="share of rows taken back")
     parser.add_argument("--master", default="local[2]")
     parser.add_argument("--driver-memory", default="2g")
     args = parser.parse_args()
@@ -196,10 +209,13 @@ def main() -> int:
     from engine.spark import SparkSettings, create_session
 
     session = create_session(SparkSettings(master=args.master, driver_memory=args.driver_memory))
-    print(f"{args.batches} batches x {args.rows:,} rows, {args.keys} keys, master {args.master}")
+    print(
+        f"{args.batches} batches x {args.rows:,} rows, {args.keys} keys, "
+        f"{args.retract:.0%} retracted, master {args.master}"
+    )
     results: dict[str, bool] = collections.OrderedDict()
     with tempfile.TemporaryDirectory(prefix="odf-bench-state-") as tmp:
-        slices = write_slices(Path(tmp) / "in", args.batches, args.rows, args.keys)
+        slices = write_slices(Path(tmp) / "in", args.batches, args.rows, args.keys, args.retract)
         # Warm-up (class loading, JIT), not measured: a few pulls and plain jobs.
         for shape in args.shapes.split(","):
             incremental(session, SHAPES[shape], slices[:3], Path(tmp) / f"warm-{shape}")

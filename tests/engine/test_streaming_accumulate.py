@@ -5,8 +5,9 @@ one run (checkpoints carried over, then a watermark past all data), and compares
 folded outputs with a batch reference computed here in plain Python; the checkpoint must
 record the accumulator mode and hold one row per group and no input rows. Inputs that
 take rows back (``-R``, ``-C``/``+C``) are folded by the reference: counts and sums take
-them exactly; a ``min``/``max`` state refuses, by name, a retraction of its extreme it
-cannot answer, and a query with one whose input retracts from the start keeps its rows.
+them exactly; a ``min``/``max`` made over rows that only add keeps its extreme alone and
+refuses, by name, a retraction of it it cannot answer, while one whose input retracts in
+its state's first run keeps each group's values (``tests/engine/test_streaming_minmax.py``).
 """
 
 from __future__ import annotations
@@ -158,7 +159,7 @@ def test_counts_and_sums_take_back_what_the_input_retracts(
         assert state_mode(runner.checkpoint) == "accumulate"
 
 
-def test_a_max_over_an_input_that_retracts_from_the_start_keeps_its_rows(
+def test_a_max_over_an_input_that_retracts_from_the_start_keeps_its_values(
     engine: EngineClient, tmp_path: Path
 ) -> None:
     rows = _changelog(5, 30)
@@ -167,14 +168,16 @@ def test_a_max_over_an_input_that_retracts_from_the_start_keeps_its_rows(
         engine, tmp_path, "max", {"ev": (EVENTS, rows)}, [(None, GROUPED)], [10, 20]
     )
     assert fold(runner.outputs) == _grouped(_fold_input(rows))
-    assert state_mode(runner.checkpoint) == "changelog"
+    assert state_mode(runner.checkpoint) == "accumulate"
+    assert _accumulators(runner.checkpoint).num_rows == len({r["k"] for r in _fold_input(rows)})
 
 
 def test_taking_back_the_max_of_an_accumulator_state_is_refused(
     engine: EngineClient, tmp_path: Path
 ) -> None:
-    """A max keeps only its extreme: a retraction of it is refused by name (a wrong
-    answer would be worse); a correction keeping it and one of an older row are taken."""
+    """A max made over rows that only add keeps only its extreme: a retraction of it is
+    refused by name (a wrong answer would be worse); a correction keeping it and one of
+    an older row are taken."""
     ev = InputStream("ev", EVENTS, tmp_path / "in")
     query = "SELECT k, max(event_time) AS event_time, count(*) AS n, sum(v) AS s FROM ev GROUP BY k"
     runner = StreamRunner(engine, [ev], [(None, query)], tmp_path / "out")

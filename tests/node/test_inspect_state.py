@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 
 from engine.client import EngineClient
-from engine.streaming.summary import summarize_checkpoint
+from engine.streaming.summary import StateSummary, summarize_checkpoint
 from node.cli import main
 from node.cli_util import EXIT_OK, EXIT_USAGE
-from node.render.state import size_text
+from node.render.state import size_text, state_row
 from node.transform import pull_derivative
 from storage.verified import verified_checkpoint_path
 from storage.workspace import Workspace
@@ -69,6 +69,7 @@ def test_state_kind_and_size_per_derivative(
     path = verified_checkpoint_path(ds.layout.checkpoints.root, state.last_checkpoint)
     assert rows["by.city"]["checkpointBytes"] == Path(path).stat().st_size
     assert summarize_checkpoint(path).groups == 3
+    assert rows["by.city"]["values"] == 0  # its input only adds: extremes alone
 
     assert main([*w, "inspect", "state", "by.city"]) == EXIT_OK
     table = capsys.readouterr().out
@@ -84,3 +85,10 @@ def test_sizes_are_shown_in_binary_units() -> None:
     assert size_text(1023) == "1023 B"
     assert size_text(1536) == "1.5 KiB"
     assert size_text(5 * 1024 * 1024) == "5.0 MiB"
+
+
+def test_min_max_values_are_shown_beside_the_groups() -> None:
+    summary = StateSummary("accumulate", "one accumulator row per group", 0, 0, 2, 4096, 5)
+    row = state_row("by.city", summary, table=True)
+    assert row["rows"] == "2 groups, 5 min/max values"
+    assert state_row("by.city", summary, table=False)["values"] == 5
