@@ -109,21 +109,26 @@ def _java(main: str, args: Sequence[str]) -> list[str]:
 
 
 def _sandbox_script(hide: Sequence[Path], command: Sequence[str]) -> str:
-    """Shell run in the new namespaces: cover ``/tmp`` and ``hide``, bind the venv back."""
-    venv = Path(sys.prefix).resolve()
+    """Shell run in the new namespaces: cover ``/tmp`` and ``hide``, bind the venv back.
+
+    The venv is held on a bind under a fresh tmpfs on ``/mnt`` while the folders are
+    covered, so it survives whichever of them holds it (a checkout under ``/tmp`` too).
+    """
+    venv = shlex.quote(str(Path(sys.prefix).resolve()))
     lines = [
         "set -e",
+        "mount -t tmpfs tmpfs /mnt",
+        "mkdir /mnt/venv",
+        f"mount --bind {venv} /mnt/venv",
         "mount -t tmpfs tmpfs /tmp",
-        "mkdir /tmp/.venv",
-        f"mount --bind {shlex.quote(str(venv))} /tmp/.venv",
     ]
     for folder in [*hide, Path.home() / ".aws"]:
         if folder.is_dir():
             lines.append(f"mount -t tmpfs tmpfs {shlex.quote(str(folder))}")
     lines += [
-        f"mkdir -p {shlex.quote(str(venv))}",
-        f"mount --bind /tmp/.venv {shlex.quote(str(venv))}",
-        "umount -l /tmp/.venv",
+        f"mkdir -p {venv}",
+        f"mount --bind /mnt/venv {venv}",
+        "umount -l /mnt/venv",
         "mkdir -p /tmp/spark-work",
         "exec " + shlex.join(command),
     ]

@@ -320,12 +320,12 @@ async def test_two_validators_reproduce_a_stateful_derivative(
     src.append([("c", 7)])
     pull_derivative(ws_a, "totals", engine=engine)
     totals = ws_a.resolve("totals").id
-    # The second run retracted the first answer: the derivative really is a changelog.
+    # The second run corrected the first answer: the derivative really is a changelog.
     from node.api import open_workspace
 
     with open_workspace(ws_a.root.parent) as api:
         ops = api.dataset("totals").to_arrow().column("op").to_pylist()
-    assert ops == [0, 1, 0]
+    assert ops == [0, 2, 3]
     v_ids = {load_or_create_validator_key(w).dataset_id for w in (ws_v1, ws_v2)}
 
     async with running(ws_a, CFG) as a:
