@@ -190,6 +190,9 @@ def start_engine_process(
     env["PYTHONPATH"] = os.pathsep.join(
         p for p in (str(_PROJECT_ROOT), env.get("PYTHONPATH", "")) if p
     )
+    # Spark's Python workers (the driver's planner of a Python data source, executors)
+    # run this interpreter, not whichever ``python3`` comes first on PATH.
+    env.setdefault("PYSPARK_PYTHON", python)
     log_file: IO[bytes]
     with log.open("ab") as log_file:
         process = subprocess.Popen(

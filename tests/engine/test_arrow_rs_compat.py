@@ -20,17 +20,30 @@ datafusion = pytest.importorskip("datafusion")
 
 
 @pytest.mark.parametrize(
-    "query",
+    ("query", "ops"),
     [
-        "SELECT event_time, city, population * 2 AS p FROM input WHERE population % 3 <> 0",
-        "SELECT op, event_time, named_struct('c', city, 'p', population) AS s, "
-        "array(population) AS arr FROM input",
-        "SELECT max(event_time) AS event_time, city, count(*) AS n FROM input GROUP BY city",
+        (
+            "SELECT event_time, city, population * 2 AS p FROM input WHERE population % 3 <> 0",
+            True,
+        ),
+        (
+            "SELECT op, event_time, named_struct('c', city, 'p', population) AS s, "
+            "array(population) AS arr FROM input",
+            True,
+        ),
+        # An aggregate's input must be a well-formed changelog (the synthetic ops take back
+        # rows never added, which accumulator state refuses), so this one only appends.
+        (
+            "SELECT max(event_time) AS event_time, city, count(*) AS n FROM input GROUP BY city",
+            False,
+        ),
     ],
     ids=["narrow", "nested-with-op", "wide"],
 )
-def test_datafusion_reads_engine_output(engine: EngineClient, tmp_path: Path, query: str) -> None:
-    paths, _ = _write_files(tmp_path / "in", "x", ops=True)
+def test_datafusion_reads_engine_output(
+    engine: EngineClient, tmp_path: Path, query: str, ops: bool
+) -> None:
+    paths, _ = _write_files(tmp_path / "in", "x", ops=ops)
     inp = _input(tmp_path / "in", "x", paths, (3, sum(FILE_ROWS) - 4))
     res = engine.execute_transform(make_request(tmp_path / "out", [inp], query=query))
     assert isinstance(res, TransformResponseSuccess), res
