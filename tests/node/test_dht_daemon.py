@@ -51,7 +51,8 @@ async def test_a_restarted_host_provides_again_and_a_new_peer_still_finds_it(
         c_cfg = dataclasses.replace(CFG, bootstrap=(b.host.addrs[0],), follow=(did.to_did_odf(),))
         c = await stack.enter_async_context(running(wc, c_cfg))
         await wait_for(lambda: _held(wc, did), "the dataset found through the DHT")
-        assert c.routing is not None and c.routing.counters.found >= 1
+        # Through its own lookup or the shard links' (both ask the DHT).
+        assert c.routing is not None and c.routing.counters.lookups >= 1
         status = c.status_info()["dht"]
         assert status["enabled"] and status["routingTableSize"] >= 1
 

@@ -187,4 +187,6 @@ async def test_equivocation_is_recorded_not_applied(tmp_path: Path) -> None:
             await wait_for(lambda: bool(store_b.list_evidence(did)), "evidence")
             assert store_b.get(did) == held
             assert head_of(wb, did) == ds.head()
-            assert b.history and all(r.ok for r in b.history)
+            # A pull's record is written once its sources' attestations are in.
+            await wait_for(lambda: bool(b.history), "the pull's record")
+            assert all(r.ok for r in b.history)
