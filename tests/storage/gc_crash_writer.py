@@ -9,6 +9,9 @@ kills this process (SIGKILL) while it waits.
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
 import sys
 import threading
 from pathlib import Path
@@ -17,6 +20,29 @@ from typing import Any
 from storage.refs import DiskRefStore
 from storage.s3.refs import S3RefStore
 from storage.workspace import Workspace
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def run_until_uploaded(*argv: str) -> None:
+    """Start this writer with ``argv``, wait for its uploads, then SIGKILL it (by its PID)."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tests.storage.gc_crash_writer", *argv],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        cwd=ROOT,
+    )
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        assert line.strip() == "UPLOADED", proc.stderr.read() if proc.stderr else ""
+    finally:
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+    assert proc.returncode == -signal.SIGKILL
 
 
 def _stop_here(*_args: Any, **_kw: Any) -> None:

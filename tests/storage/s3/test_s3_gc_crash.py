@@ -7,9 +7,7 @@ deletes it after, on S3 (SeaweedFS) as on local disk (`tests.storage.test_gc_cra
 
 from __future__ import annotations
 
-import os
 import shutil
-import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -24,8 +22,7 @@ from storage.s3.gc import collect_s3_garbage, referenced_keys
 from storage.s3.layout import S3DatasetLayout
 from storage.s3.url import S3Location
 from tests.p2p.sync_helpers import add_slices, make_dataset, new_workspace
-
-ROOT = Path(__file__).resolve().parents[3]
+from tests.storage.gc_crash_writer import run_until_uploaded
 
 
 def odf(ws: Path, *argv: str) -> subprocess.CompletedProcess[str]:
@@ -34,27 +31,6 @@ def odf(ws: Path, *argv: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [exe, "--workspace", str(ws), *argv], capture_output=True, text=True, check=False
     )
-
-
-def _run_until_uploaded(*argv: str) -> None:
-    """Start the crash writer, wait for its uploads, then SIGKILL it (by its PID)."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "tests.storage.gc_crash_writer", *argv],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env,
-        cwd=ROOT,
-    )
-    try:
-        assert proc.stdout is not None
-        line = proc.stdout.readline()
-        assert line.strip() == "UPLOADED", proc.stderr.read() if proc.stderr else ""
-    finally:
-        os.kill(proc.pid, signal.SIGKILL)
-        proc.wait()
-    assert proc.returncode == -signal.SIGKILL
 
 
 @pytest.mark.slow
@@ -68,7 +44,7 @@ def test_s3_orphan_survives_the_grace_period_then_goes(
     pushed = push_to_s3(ds, loc, alias="prices")
     referenced = referenced_keys(layout)
     add_slices(ds, tmp_path / "more", 2, checkpoints=True)
-    _run_until_uploaded("s3", str(ws.root), "prices", loc.to_url())
+    run_until_uploaded("s3", str(ws.root), "prices", loc.to_url())
     assert layout.refs.get("head") == pushed.new_head
     orphans = {k for k, _ in s3_client.list_keys(loc.prefix + "/")} - referenced
     orphans = {k for k in orphans if "/info/" not in k and "/refs/" not in k}
