@@ -398,6 +398,35 @@ def register(sub: Any) -> None:
     )
     nsub = p.add_subparsers(dest="node_command", metavar="COMMAND", required=True)
 
+    _register_run(nsub)
+
+    s = nsub.add_parser("status", help="status of the running node (datasets by alias)")
+    s.set_defaults(func=cmd_status)
+    _json_flags(s)
+
+    s = nsub.add_parser("peers", help="peers of the running node with their scores")
+    s.set_defaults(func=cmd_peers)
+    _json_flags(s)
+
+    f = nsub.add_parser("follow", help="replicate a dataset as new heads are announced")
+    f.set_defaults(func=cmd_follow)
+    f.add_argument("dataset", help="alias, DID, or 'all'")
+    f.add_argument(
+        "--foreground", action="store_true", help="run a follower node here (no running node)"
+    )
+    f.add_argument("--config", metavar="FILE", help="foreground: YAML config file")
+    f.add_argument(
+        "--bootstrap", action="append", default=[], metavar="MULTIADDR", help="foreground: peer"
+    )
+    f.add_argument("--http-port", type=int, metavar="PORT", help="foreground: HTTP API port")
+
+    u = nsub.add_parser("unfollow", help="stop replicating a dataset")
+    u.set_defaults(func=cmd_unfollow)
+    u.add_argument("dataset", help="alias or DID as followed")
+
+
+def _register_run(nsub: Any) -> None:
+    """``odf node run`` and its options."""
     r = nsub.add_parser("run", help="serve the workspace to the network until stopped")
     r.set_defaults(func=cmd_run)
     r.add_argument("--config", metavar="FILE", help="YAML config file (see node.daemon.config)")
@@ -445,27 +474,3 @@ def register(sub: Any) -> None:
         help="log lines on stderr: text or JSON (default auto: text on a terminal, else JSON)",
     )
     r.add_argument("-q", "--quiet", action="store_true", help="no startup summary")
-
-    s = nsub.add_parser("status", help="status of the running node (datasets by alias)")
-    s.set_defaults(func=cmd_status)
-    _json_flags(s)
-
-    s = nsub.add_parser("peers", help="peers of the running node with their scores")
-    s.set_defaults(func=cmd_peers)
-    _json_flags(s)
-
-    f = nsub.add_parser("follow", help="replicate a dataset as new heads are announced")
-    f.set_defaults(func=cmd_follow)
-    f.add_argument("dataset", help="alias, DID, or 'all'")
-    f.add_argument(
-        "--foreground", action="store_true", help="run a follower node here (no running node)"
-    )
-    f.add_argument("--config", metavar="FILE", help="foreground: YAML config file")
-    f.add_argument(
-        "--bootstrap", action="append", default=[], metavar="MULTIADDR", help="foreground: peer"
-    )
-    f.add_argument("--http-port", type=int, metavar="PORT", help="foreground: HTTP API port")
-
-    u = nsub.add_parser("unfollow", help="stop replicating a dataset")
-    u.set_defaults(func=cmd_unfollow)
-    u.add_argument("dataset", help="alias or DID as followed")
